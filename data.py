@@ -108,7 +108,7 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=256, s
         raise ValueError("the corpus is empty: no files found; pass text files, directories or globs")
     order = np.random.default_rng(seed).permutation(len(files))  # deterministic shuffle
     parts = []
-    for i in tqdm(order, desc="reading", unit="file", disable=not verbose):
+    for i in tqdm(order, desc="reading", unit="file", disable=None if verbose else True):  # bar on terminals only
         ids = encode(open(files[i], "rb").read())
         if len(ids):
             parts += [ids, np.array([EOT], dtype=np.uint16)]

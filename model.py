@@ -1,0 +1,162 @@
+"""
+A GPT language model in the style of nanoGPT, with an optional random-LTD path in its middle layers.
+
+Follows GPT-2 (Radford et al. 2019) as karpathy/nanoGPT writes it: learned absolute position
+embeddings, pre-LayerNorm blocks, causal self-attention through F.scaled_dot_product_attention,
+GELU MLP, weight tying, GPT-2 init. Random-LTD (arXiv 2211.11586, DeepSpeed's
+data_routing/basic_layer.py) is one `if` in forward: in training, each layer listed in
+`ltd_layers` runs on `ltd_keep` random tokens per sample (random_ltd.py); the rest pass through.
+
+But:
+- forward(idx, targets=None, ltd_keep=None, generator=None) always returns (logits, loss)
+  with logits for every position;
+- ltd_keep=None or ltd_keep >= T is exactly the dense model (the LTD path is skipped);
+- dropping happens only in training mode: eval and generate always see every token;
+- no GPT-2 checkpoint loading (nothing is downloaded at run time).
+"""
+
+import inspect
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+from random_ltd import ltd_block_forward
+
+
+@dataclass
+class GPTConfig:
+    block_size: int = 256  # T, the longest sequence the model sees
+    vocab_size: int = 257  # 256 bytes + end-of-document (data.py)
+    n_layer: int = 6
+    n_head: int = 6
+    n_embd: int = 384
+    dropout: float = 0.0
+    bias: bool = False  # bias in Linear and LayerNorm layers, like GPT-2 when True
+    ltd_layers: tuple = None  # layers that drop tokens under random-LTD; None = 1 .. n_layer-2
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        assert config.n_embd % config.n_head == 0, "n_embd must be divisible by n_head"
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v at once
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.n_head, self.dropout = config.n_head, config.dropout
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))  # pre-LN residual
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        assert config.vocab_size is not None and config.block_size is not None
+        self.config = config
+        if config.ltd_layers is None:
+            config.ltd_layers = tuple(range(1, config.n_layer - 1))  # first and last see all tokens
+        bad = [i for i in config.ltd_layers if not 0 <= i < config.n_layer]
+        if bad:
+            raise ValueError(f"ltd_layers {bad} outside 0..{config.n_layer - 1}; pick layers of this {config.n_layer}-layer model")
+        self.ltd_layers = frozenset(config.ltd_layers)
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),
+            wpe=nn.Embedding(config.block_size, config.n_embd),
+            drop=nn.Dropout(config.dropout),
+            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+            ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+        ))
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight  # weight tying
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):  # GPT-2: scale residual projections by 1/sqrt(2 L)
+                torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def get_num_params(self, non_embedding=True):
+        n = sum(p.numel() for p in self.parameters())
+        return n - self.transformer.wpe.weight.numel() if non_embedding else n
+
+    def forward(self, idx, targets=None, ltd_keep=None, generator=None):
+        """idx (B, T) -> (logits (B, T, vocab), loss or None); ltd_keep = kept tokens per dropping layer."""
+        B, T = idx.size()
+        assert T <= self.config.block_size, f"sequence length {T} > block_size {self.config.block_size}"
+        pos = torch.arange(T, dtype=torch.long, device=idx.device)
+        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, T, C), positions baked in
+        drop = self.training and ltd_keep is not None and ltd_keep < T
+        for i, block in enumerate(self.transformer.h):
+            if drop and i in self.ltd_layers:
+                x = ltd_block_forward(block, x, ltd_keep, generator)  # block sees (B, ltd_keep, C)
+            else:
+                x = block(x)
+        logits = self.lm_head(self.transformer.ln_f(x))  # (B, T, vocab)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        """AdamW; weight decay on matrices (dim >= 2) only, not on biases and LayerNorm gains."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        fused = device_type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+        """Append max_new_tokens sampled tokens to idx (B, t); runs in whatever mode it is called."""
+        for _ in range(max_new_tokens):
+            idx_cond = idx[:, -self.config.block_size :]
+            logits, _ = self(idx_cond)  # ltd_keep=None: every token, always
+            logits = logits[:, -1, :] / temperature
+            if top_k is not None:
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = -float("inf")
+            probs = F.softmax(logits, dim=-1)
+            idx = torch.cat((idx, torch.multinomial(probs, num_samples=1, generator=generator)), dim=1)
+        return idx

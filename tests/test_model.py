@@ -1,0 +1,63 @@
+"""model.py: shapes, loss at init, overfitting one batch, generate."""
+
+import math
+
+import torch
+
+from model import GPT, GPTConfig
+
+
+def tiny(**kw):
+    torch.manual_seed(0)
+    return GPT(GPTConfig(**{"block_size": 16, "vocab_size": 257, "n_layer": 2, "n_head": 2, "n_embd": 32, **kw}))
+
+
+def test_shapes_and_tying():
+    model = tiny()
+    idx = torch.randint(0, 257, (3, 16))
+    logits, loss = model(idx)
+    assert logits.shape == (3, 16, 257) and loss is None
+    logits, loss = model(idx[:, :5], idx[:, 1:6])
+    assert logits.shape == (3, 5, 257) and loss.dim() == 0
+    assert model.transformer.wte.weight is model.lm_head.weight
+    assert model.ltd_layers == set()  # 2 layers: no middle layer, nothing drops
+
+
+def test_default_ltd_layers_are_the_middle_ones():
+    assert GPT(GPTConfig(n_layer=5, n_head=2, n_embd=16, block_size=8)).ltd_layers == {1, 2, 3}
+
+
+def test_loss_at_init_near_uniform():
+    model = tiny(n_layer=4)
+    idx = torch.randint(0, 257, (8, 17), generator=torch.Generator().manual_seed(1))
+    _, loss = model(idx[:, :-1], idx[:, 1:])
+    assert abs(loss.item() - math.log(257)) < 0.05
+
+
+def test_overfits_one_batch():
+    model = tiny()
+    idx = torch.randint(0, 257, (4, 17), generator=torch.Generator().manual_seed(2))
+    opt = model.configure_optimizers(0.0, 3e-3, (0.9, 0.99), "cpu")
+    for _ in range(150):
+        _, loss = model(idx[:, :-1], idx[:, 1:])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.1
+
+
+def test_weight_decay_only_on_matrices():
+    model = tiny()
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")
+    decay, no_decay = opt.param_groups
+    assert decay["weight_decay"] == 0.1 and all(p.dim() >= 2 for p in decay["params"])
+    assert no_decay["weight_decay"] == 0.0 and all(p.dim() < 2 for p in no_decay["params"])
+    assert sum(p.numel() for g in opt.param_groups for p in g["params"]) == sum(p.numel() for p in model.parameters())
+
+
+def test_generate_appends_tokens_and_is_deterministic_with_a_generator():
+    model = tiny().eval()
+    start = torch.tensor([[1, 2, 3]])
+    a = model.generate(start, 20, top_k=5, generator=torch.Generator().manual_seed(0))
+    b = model.generate(start, 20, top_k=5, generator=torch.Generator().manual_seed(0))
+    assert a.shape == (1, 23) and torch.equal(a[:, :3], start) and torch.equal(a, b)
