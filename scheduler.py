@@ -107,7 +107,7 @@ class RandomLTDScheduler:
                 raise ValueError(f"random_ltd {k} is {self.sc[k]}; it must be positive")
 
     def get_value(self, step):
-        degree = self.sc.get("root_degree", 1)
+        degree = self.sc["root_degree"] if self.type == "fixed_root" else 1
         r = math.floor((float(step) / self.sc["require_steps"]) ** (1.0 / degree) * (self.max - self.min) + self.min)
         r -= r % self.sc["seq_per_step"]  # grow in multiples of seq_per_step
         return min(r, self.max)

@@ -1,0 +1,106 @@
+"""scheduler.py: DeepSpeed-verified fixtures, hand-derived worked examples, bad configs."""
+
+import json
+import os
+
+import pytest
+
+from random_ltd import layer_tokens
+from scheduler import CurriculumScheduler, RandomLTDScheduler
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "deepspeed_schedules.json")
+
+
+def cl(lo, hi, kind, **sc):
+    return {"min_difficulty": lo, "max_difficulty": hi, "schedule_type": kind, "schedule_config": sc}
+
+
+def test_fixed_linear_worked_example():
+    """min 80, max 2048, T 110000, step 8 (the paper's seqlen_truncate):
+    t=0: floor(80) = 80; t=55000: floor(0.5 * 1968 + 80) = 1064 -> 1064 - 1064 % 8 = 1064;
+    t=1000: floor(1000/110000 * 1968 + 80) = floor(97.89) = 97 -> 97 - 1 = 96;
+    t >= 110000: 2048.
+    """
+    s = CurriculumScheduler(cl(80, 2048, "fixed_linear", total_curriculum_step=110000, difficulty_step=8))
+    assert [s.get_difficulty(t) for t in (0, 1000, 55000, 110000, 200000)] == [80, 96, 1064, 2048, 2048]
+
+
+def test_fixed_root_worked_example():
+    """min 1, max 100, T 110000, root 2, step 1 (the paper's vocabulary-rarity percentile):
+    t=27500: floor(sqrt(0.25) * 99 + 1) = floor(50.5) = 50; t=1100: floor(0.1 * 99 + 1) = floor(10.9) = 10.
+    """
+    s = CurriculumScheduler(cl(1, 100, "fixed_root", total_curriculum_step=110000, difficulty_step=1, root_degree=2))
+    assert [s.get_difficulty(t) for t in (0, 1100, 27500, 110000, 10**6)] == [1, 10, 50, 100, 100]
+
+
+def test_fixed_root_never_below_min():
+    """min 5, step 4: t=0 gives floor(5) = 5 -> 5 - 5 % 4 = 4 < min, clamped up to ceil(5/4)*4 = 8."""
+    s = CurriculumScheduler(cl(5, 21, "fixed_linear", total_curriculum_step=16, difficulty_step=4))
+    assert [s.get_difficulty(t) for t in (0, 4, 8, 12, 16)] == [8, 8, 12, 16, 20]
+
+
+def test_fixed_discrete_worked_example():
+    """difficulty [8, 16, 32], max_step [10, 20]: t <= 10 -> 8, 10 < t <= 20 -> 16, later 32."""
+    s = CurriculumScheduler(cl(8, 32, "fixed_discrete", difficulty=[8, 16, 32], max_step=[10, 20]))
+    assert [s.get_difficulty(t) for t in (0, 10, 11, 20, 21, 10**6)] == [8, 8, 16, 16, 32, 32]
+
+
+def test_custom_and_purity():
+    s = CurriculumScheduler(cl(1, 10, "custom"), fn=lambda t: min(10, 1 + t // 3))
+    assert [s.get_difficulty(t) for t in (0, 3, 30)] == [1, 2, 10]
+    r = CurriculumScheduler(cl(1, 100, "fixed_root", total_curriculum_step=50, difficulty_step=3, root_degree=3))
+    forward = [r.get_difficulty(t) for t in range(60)]
+    assert [r.get_difficulty(t) for t in reversed(range(60))] == forward[::-1]  # no hidden state
+    assert forward == sorted(forward)
+
+
+def test_random_ltd_mslg_worked_example():
+    """min 128, max 2048, require 200000, seq_per_step 16 (the paper's GPT recipe):
+    t=100000: floor(0.5 * 1920 + 128) = 1088 (a multiple of 16); t=1000: floor(137.6) = 137 -> 128.
+    """
+    s = RandomLTDScheduler({"min_value": 128, "max_value": 2048, "schedule_type": "fixed_linear",
+                            "schedule_config": {"require_steps": 200000, "seq_per_step": 16}})
+    assert [s.get_value(t) for t in (0, 1000, 100000, 200000, 300000)] == [128, 128, 1088, 2048, 2048]
+
+
+def test_equals_deepspeed_values():
+    """Values frozen from DeepSpeed 0.19.8 itself (see tests/fixtures/make_deepspeed_schedules.py)."""
+    fixtures = json.load(open(FIXTURES))
+    assert len(fixtures["curriculum"]) >= 3 and len(fixtures["random_ltd"]) >= 1
+    for case in fixtures["curriculum"]:
+        s = CurriculumScheduler(case["config"])
+        assert [s.get_difficulty(t) for t in case["steps"]] == case["values"], case["name"]
+    for case in fixtures["random_ltd"]:
+        s = RandomLTDScheduler(case["config"])
+        assert [s.get_value(t) for t in case["steps"]] == case["values"], case["name"]
+
+
+def test_layer_token_clock_equals_deepspeed_count():
+    """With no curriculum (s = max_value), our per-step layer_tokens sum to DeepSpeed's LayerToken count."""
+    for case in json.load(open(FIXTURES))["layer_tokens"]:
+        s = RandomLTDScheduler(case["config"])
+        T = case["config"]["max_value"]
+        ours = sum(layer_tokens(case["batch"], T, s.get_value(t), case["layers"], case["ltd_layers"]) for t in range(case["steps"]))
+        assert ours == case["layer_tokens"]
+
+
+@pytest.mark.parametrize("config, want", [
+    (cl(1, 10, "cosine", total_curriculum_step=5, difficulty_step=1), "schedule_type 'cosine' unknown"),
+    (cl(10, 1, "fixed_linear", total_curriculum_step=5, difficulty_step=1), "min_difficulty 10 > max_difficulty 1"),
+    (cl(1, 10, "fixed_discrete", difficulty=[1, 5, 10], max_step=[3]), "len(max_step) == len(difficulty) - 1"),
+    (cl(1, 10, "fixed_discrete", difficulty=[1, 5, 10], max_step=[5, 3]), "must be increasing"),
+    (cl(1, 10, "fixed_root", total_curriculum_step=5, difficulty_step=1), "missing root_degree"),
+    (cl(1, 10, "fixed_linear", total_curriculum_step=0, difficulty_step=1), "total_curriculum_step is 0"),
+    (cl(1, 10, "custom"), "needs a callable"),
+])
+def test_bad_curriculum_config(config, want):
+    with pytest.raises(ValueError, match=None) as e:
+        CurriculumScheduler(config)
+    assert want in str(e.value) and "\n" not in str(e.value)
+
+
+def test_bad_random_ltd_config():
+    with pytest.raises(ValueError, match="min_value 64 must be in 1..max_value 32"):
+        RandomLTDScheduler({"min_value": 64, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
+    with pytest.raises(ValueError, match="missing seq_per_step"):
+        RandomLTDScheduler({"min_value": 8, "max_value": 32, "schedule_config": {"require_steps": 5}})
