@@ -122,7 +122,74 @@ def bench_analyzer(args):
 
 
 def bench_sampler(args):
-    raise NotImplementedError
+    """ms per global batch at N samples: our sampler vs DeepSpeedDataSampler, steady state and at a pool change."""
+    import numpy as np
+
+    from sampler import CurriculumSampler
+
+    p = argparse.ArgumentParser(prog="bench.py sampler")
+    p.add_argument("--num_samples", type=int, default=1_000_000)
+    p.add_argument("--global_batch_size", type=int, default=512)
+    p.add_argument("--steps", type=int, default=2000, help="timed batches per case")
+    a = p.parse_args(args)
+    N, G = a.num_samples, a.global_batch_size
+    metric = np.random.default_rng(0).random(N)  # a random difficulty metric
+    index_to_sample = np.argsort(metric, kind="stable")
+    index_to_metric = metric[index_to_sample]
+
+    def ours(percentile):
+        cur = [{"name": "m", "difficulty_type": "percentile", "get_difficulty": percentile,
+                "index_to_sample": index_to_sample, "index_to_metric": index_to_metric}]
+        return CurriculumSampler(N, G, seed=0, curricula=cur if percentile else [])
+
+    def per_batch(draw, steps):
+        draw()  # the first call builds the pool
+        t, _ = _timed(lambda: [draw() for _ in range(steps)])
+        return 1000 * t / steps
+
+    rows = [("ours, dense (no curriculum)", per_batch(ours(None).next_global_batch, a.steps)),
+            ("ours, percentile 50 (steady pool)", per_batch(ours(lambda t: 50).next_global_batch, a.steps)),
+            ("ours, percentile rising 1 point per step", per_batch(ours(lambda t: min(100, 1 + t)).next_global_batch, 99))]
+    ds_rows = []
+    try:
+        import deepspeed
+        import deepspeed.comm.torch
+        import torch
+        from deepspeed.runtime.data_pipeline.data_sampling.data_sampler import DeepSpeedDataSampler
+        from deepspeed.runtime.data_pipeline.data_sampling.utils import close_mmap_dataset_builder, create_mmap_dataset_builder
+    except ImportError as e:
+        ds_rows.append((f"DeepSpeedDataSampler: not importable ({e.__class__.__name__}: {e})", None))
+    else:
+        for k, v in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29534"), ("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):
+            os.environ.setdefault(k, v)
+        deepspeed.comm.torch.build_shm_op = lambda: None  # its CPU shared-memory op crashes here; plain Gloo is enough
+        deepspeed.init_distributed(dist_backend="gloo")
+        work = tempfile.mkdtemp(prefix="bench_sampler_")
+        path = os.path.join(work, "m_index_to_sample_percentile_merged")  # DeepSpeed's layout: 100 rows of sorted ids
+        builder = create_mmap_dataset_builder(path, np.int64)
+        for chunk in np.array_split(index_to_sample, 100):
+            builder.add_item(torch.from_numpy(chunk.astype(np.int64)))
+        close_mmap_dataset_builder(builder, path)
+
+        def deepspeed_sampler(schedule):
+            entry = {"index_to_sample_path": path, "index_to_metric_path": path, "difficulty_type": "percentile",
+                     "clustering_type": "schedule_based", "min_difficulty": 1, "max_difficulty": 100, **schedule}
+            config = {"seed": 0, "data_sampling": {"num_epochs": 1, "curriculum_learning": {
+                "enabled": True, "data_cluster_path": os.path.join(work, f"clusters{len(os.listdir(work))}"), "curriculum_metrics": {"m": entry}}}}
+            return DeepSpeedDataSampler(config, N, G, 0, 1, deepspeed.comm.get_world_group(), 1, 0)
+
+        steady = {"min_difficulty": 50, "schedule_type": "fixed_linear",  # stays at 50 for ~1e7 steps
+                  "schedule_config": {"total_curriculum_step": 10**9, "difficulty_step": 1}}
+        rising = {"schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 99, "difficulty_step": 1}}
+        ds_rows.append(("DeepSpeedDataSampler, percentile 50 (steady)", per_batch(deepspeed_sampler(steady).get_next_global_batch, a.steps // 4)))
+        ds_rows.append(("DeepSpeedDataSampler, percentile rising 1 point per step", per_batch(deepspeed_sampler(rising).get_next_global_batch, 98)))
+        shutil.rmtree(work)
+    print(f"sampler: {N:,} samples, global batch {G}, ms per global batch (mean over the timed batches)")
+    print(f"{'':58} {'ms/batch':>9} {'vs ours':>9}")
+    for name, ms in rows:
+        print(f"{name:58} {ms:>9.4f}")
+    for (name, ms), ref in zip(ds_rows, (rows[1][1], rows[2][1])):
+        print(name if ms is None else f"{name:58} {ms:>9.4f} {ms / ref:>8.0f}x")
 
 
 # -----------------------------------------------------------------------------

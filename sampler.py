@@ -10,9 +10,10 @@ At step t each curriculum metric admits a prefix of its sorted index (analyzer.p
 
 the pool is the intersection over metrics, and batches are drawn from the pool without
 replacement: a pass shuffles the pool, batches take the next ids, and when the pass runs out
-a new one starts. When the pool changes mid-pass, the ids still to be drawn become
-(remaining ids still admitted) + (newly admitted ids), reshuffled, so new samples join the
-current pass and no admitted sample is seen twice before every admitted sample is seen once.
+a new one starts. When the pool grows mid-pass, the newly admitted ids are placed at uniformly
+random positions among the ids still to be drawn (so the rest of the pass is a uniformly random
+order of both), hence new samples join the current pass and no admitted sample is seen twice
+before every admitted sample is seen once. Ids that leave the pool are dropped from the pass.
 
 But:
 - every rank computes the same global batch from (seed, step, state) and takes its own
@@ -87,14 +88,28 @@ class CurriculumSampler:
         key = tuple(self.difficulties().values())
         if key == self.key:
             return  # steady state: nothing to do
-        new = self._pool_mask(key)
+        if len(self.curricula) == 1 and self.key is not None and key[0] >= self.key[0]:
+            c = self.curricula[0]  # fast path, one metric whose difficulty rose: only the new slice of its index
+            lo, hi = (admitted_prefix(c["difficulty_type"], d, c["index_to_sample"], c["index_to_metric"]) for d in (self.key[0], key[0]))
+            added, shrank = np.asarray(c["index_to_sample"][lo:hi]), False
+            new = self.mask.copy()
+            new[added] = True
+        else:
+            new = self._pool_mask(key)
+            added, shrank = np.flatnonzero(new & ~self.mask), (self.mask & ~new).any()
         if not new.any():
             raise ValueError(f"the curriculum admits no samples at step {self.step} ({dict(zip(self.difficulties(), key))}); raise min_difficulty")
-        left = self.remaining[self.pos :]
-        left = left[new[left]]  # still to draw and still admitted
-        added = np.flatnonzero(new & ~self.mask)  # newly admitted: join this pass
-        self.remaining, self.pos = self.rng.permutation(np.concatenate([left, added])), 0
-        self.key, self.mask = key, new
+        left = self.remaining[self.pos :]  # still to draw in this pass, already in random order
+        added = self.rng.permutation(added)  # newly admitted: they join this pass
+        if shrank:  # some samples left the pool (a falling schedule): rare, reshuffle all
+            left = left[new[left]]
+            self.remaining = self.rng.permutation(np.concatenate([left, added]))
+        else:  # the pool grew: put the new ids at uniformly random places among the remaining ones
+            slots = np.zeros(len(left) + len(added), dtype=bool)
+            slots[self.rng.choice(len(slots), len(added), replace=False, shuffle=False)] = True
+            self.remaining = np.empty(len(slots), dtype=np.int64)
+            self.remaining[slots], self.remaining[~slots] = added, left
+        self.pos, self.key, self.mask = 0, key, new
 
     def _take(self, n):
         """The next n ids of the pass, starting new passes (a fresh shuffle of the pool) as needed."""

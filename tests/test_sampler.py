@@ -140,3 +140,11 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="index has 5 samples, data has 200"):
         CurriculumSampler(N, 16, curricula=[{"name": "a", "difficulty_type": "value", "get_difficulty": lambda t: 1,
                                              "index_to_sample": np.arange(5), "index_to_metric": np.arange(5)}])
+
+
+def test_falling_schedule_drops_samples_from_the_pass():
+    c, m = curriculum("a", "value", lambda t: 40 if t < 2 else 10, seed=3)
+    s = CurriculumSampler(N, 8, seed=0, curricula=[c])
+    for t in range(6):
+        ids = s.next_batch()
+        assert (m[ids] <= (40 if t < 2 else 10)).all()
