@@ -58,12 +58,12 @@ METRICS = {"vocab_rarity": vocab_rarity, "num_docs": num_docs}
 # map over shards, reduce with one stable sort
 
 
-def unigram_counts(bin_path, chunk=1 << 24):
+def unigram_counts(bin_path, chunk=1 << 20):
     """(V,) token counts of a .bin file, read in chunks; V from meta.json beside it, else max id + 1."""
     tokens = np.memmap(bin_path, dtype=np.uint16, mode="r")
     counts = np.zeros(65536, dtype=np.int64)
     for i in range(0, len(tokens), chunk):
-        counts += np.bincount(tokens[i : i + chunk], minlength=65536)
+        counts += np.bincount(tokens[i : i + chunk], minlength=65536)  # chunks small enough to stay in cache
     meta = os.path.join(os.path.dirname(bin_path), "meta.json")
     V = json.load(open(meta))["vocab_size"] if os.path.exists(meta) else int(np.flatnonzero(counts).max()) + 1
     return counts[:V]  # subtle: the vocabulary, not 65536 ids, is what zero counts are set to 1 over

@@ -189,7 +189,7 @@ def bench_sampler(args):
     for name, ms in rows:
         print(f"{name:58} {ms:>9.4f}")
     for (name, ms), ref in zip(ds_rows, (rows[1][1], rows[2][1])):
-        print(name if ms is None else f"{name:58} {ms:>9.4f} {ms / ref:>8.0f}x")
+        print(name if ms is None else f"{name:58} {ms:>9.4f} {ms / ref:>8.2f}x")
 
 
 # -----------------------------------------------------------------------------
