@@ -235,6 +235,8 @@ def _train(cfg, ddp, rank, world_size, device):
             except json.JSONDecodeError as e:
                 raise ValueError(f"--config {cfg.config} is not valid JSON ({e}); fix the file") from None
         metrics, ltd = from_deepspeed(ds, cfg, notes)
+        if any(from_flags(cfg)):
+            raise ValueError("--config and the cl_/seqlen/random_ltd flags both set a curriculum; use one of them")
     else:
         metrics, ltd = from_flags(cfg)
 
@@ -382,13 +384,14 @@ def _train(cfg, ddp, rank, world_size, device):
     os.makedirs(cfg.out_dir, exist_ok=True)
 
     # --- training loop
-    losses, lrs, val_loss, t0, t_start = [], [], None, time.time(), time.time()
+    losses, lrs, evals, val_loss, t0, t_start = [], [], [], None, time.time(), time.time()
     ltd_states, start_iter = None, iter_num
     while True:
         done = (cfg.max_iters and iter_num >= cfg.max_iters) or (cfg.max_tokens and layer_tok / L >= cfg.max_tokens)
         if (iter_num % cfg.eval_interval == 0 and iter_num > start_iter) or done:
             val_loss = estimate_loss()
             best_val_loss = min(best_val_loss, val_loss)
+            evals.append((layer_tok / L, val_loss))
             print0(f"step {iter_num}: val loss {val_loss:.4f}, effective tokens {layer_tok / L:,.0f}")
             if cfg.save_checkpoint and iter_num > 0:
                 gathered = [ltd_gen.get_state()]
@@ -437,7 +440,7 @@ def _train(cfg, ddp, rank, world_size, device):
                    f"{dt * 1000:.1f}ms/step, {rows * s / dt:,.0f} tok/s, tokens {raw_tokens:,}, "
                    f"effective {eff:,.0f} (saving {100 * (1 - eff / max(1, iter_num * dense_step_tokens)):.1f}% vs dense)")
     elapsed = time.time() - t_start
-    return {"losses": losses, "lrs": lrs, "val_loss": val_loss, "iter_num": iter_num, "raw_tokens": raw_tokens,
+    return {"losses": losses, "lrs": lrs, "evals": evals, "val_loss": val_loss, "iter_num": iter_num, "raw_tokens": raw_tokens,
             "effective_tokens": layer_tok / L, "time": elapsed, "model": raw_model, "meta": meta, "train_data": train_data}
 
 

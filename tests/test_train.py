@@ -18,20 +18,6 @@ TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_e
         "--log_interval=1", "--sample_tokens=0", "--warmup_iters=2", "--learning_rate=3e-3", "--min_lr=3e-4"]
 
 
-@pytest.fixture(scope="session")
-def corpus(tmp_path_factory):
-    """~40 KB of deterministic template sentences in a few documents, prepared with data.py."""
-    d = tmp_path_factory.mktemp("corpus")
-    rng = np.random.default_rng(0)
-    animals, things = ["cat", "dog", "owl", "fox", "yak"], ["mat", "log", "hat", "box", "quiz", "jazz"]
-    for k in range(4):
-        lines = [f"the {rng.choice(animals)} sat on the {rng.choice(things)}." if rng.random() < 0.8
-                 else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}" for _ in range(300)]
-        (d / f"doc{k}.txt").write_text("\n".join(lines))
-    data.prepare([str(d)], str(d / "prepared"), block_size=16, verbose=False)
-    return str(d / "prepared")
-
-
 def cfg_for(corpus, out_dir, *extra):
     return train.parse_args(TINY + [f"--data_dir={corpus}", f"--out_dir={out_dir}", *extra])
 
