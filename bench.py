@@ -273,11 +273,12 @@ SIZES = {  # model, batch and budget (in dense steps) per hardware
 }
 
 
-def reproduce_cases(size, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3, cl_frac=0.4, ltd_frac=0.6):
+def reproduce_cases(size, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3, cl_frac=0.4, ltd_frac=0.6, lr_power=1.0):
     """The grid: (case, fraction, seed, train.py args) for baseline, CL, random-LTD and CL + random-LTD.
 
     A run with budget fraction f stops at f * budget_steps * G * T effective tokens; its peak and
-    final LR are scaled by 1 / f (the data efficiency paper scaled LR with the data used), and
+    final LR are scaled by (1 / f) ** lr_power (1: the data efficiency paper scaled LR with the
+    data used; 0: no scaling), and
     its schedules last cl_frac (curricula) and ltd_frac (random-LTD) of its f * budget_steps.
     """
     s = SIZES[size]
@@ -286,8 +287,9 @@ def reproduce_cases(size, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3
     cases = []
     for f in fractions:
         steps = max(1, int(f * s["budget_steps"]))
-        common = s["model"] + [f"--max_tokens={steps * G * T}", "--max_iters=0", f"--learning_rate={base_lr / f:g}",
-                               f"--min_lr={base_lr / f / 10:g}", f"--warmup_iters={max(1, steps // 50)}",
+        lr = base_lr * (1 / f) ** lr_power  # peak LR for this budget
+        common = s["model"] + [f"--max_tokens={steps * G * T}", "--max_iters=0", f"--learning_rate={lr:g}",
+                               f"--min_lr={lr / 10:g}", f"--warmup_iters={max(1, steps // 50)}",
                                f"--eval_interval={max(1, steps // 6)}", "--eval_iters=40", "--log_interval=1000000",
                                "--sample_tokens=0", "--save_checkpoint=false"]
         cl = ["--cl_metric=vocab_rarity", "--cl_min=1", "--cl_max=100", "--cl_schedule=fixed_root", "--cl_root_degree=2",
@@ -333,18 +335,21 @@ def bench_reproduce(args):
     p.add_argument("--data_dir", default="", help="default: the built-in corpus")
     p.add_argument("--out_dir", default="out_reproduce")
     p.add_argument("--seeds", default="1337,1338")
+    p.add_argument("--fractions", default="1.0,0.5", help="budget fractions to run")
+    p.add_argument("--lr_power", type=float, default=1.0, help="LR scaled by (1/fraction)**lr_power; 0 = no scaling")
     a = p.parse_args(args)
     seeds = tuple(int(x) for x in a.seeds.split(","))
     results = {}
-    for name, f, seed, targs in reproduce_cases(a.size, seeds=seeds):
+    fractions = tuple(float(x) for x in a.fractions.split(","))
+    for name, f, seed, targs in reproduce_cases(a.size, fractions, seeds, lr_power=a.lr_power):
         cfg = train.parse_args(targs + [f"--data_dir={a.data_dir}", f"--out_dir={os.path.join(a.out_dir, 'run')}"])
         print(f"--- {name}, {100 * f:.0f}% budget, seed {seed}", flush=True)
         out = train.train(cfg)
         results.setdefault((name, f), []).append(out)
-    base = statistics.mean(o["val_loss"] for o in results[("baseline", 1.0)])
+    base = statistics.mean(o["val_loss"] for o in results[("baseline", fractions[0])])
     print(f"\nreproduce ({a.size}): mean over seeds {list(seeds)}; budget 100% = {SIZES[a.size]['budget_steps']} dense steps; "
           f"torch {torch.__version__}, {'CUDA' if torch.cuda.is_available() else 'CPU'}")
-    print(f"{'case':18} {'budget':>6} {'val loss':>9} {'(seeds)':>17} {'ppl':>7} {'steps':>6} {'raw tokens':>11} {'eff. tokens':>11} {'time s':>7} {'vs base 100%':>12}")
+    print(f"{'case':18} {'budget':>6} {'val loss':>9} {'(seeds)':>17} {'ppl':>7} {'steps':>6} {'raw tokens':>11} {'eff. tokens':>11} {'time s':>7} {'vs base ' + format(fractions[0], '.0%'):>12}")
     for (name, f), outs in results.items():
         v = statistics.mean(o["val_loss"] for o in outs)
         seeds_txt = "/".join(f"{o['val_loss']:.4f}" for o in outs)
@@ -353,7 +358,8 @@ def bench_reproduce(args):
               f"{statistics.mean(o['time'] for o in outs):>7.0f} {v / base:>12.4f}")
     curves = {name: [(x, statistics.mean(o["evals"][i][1] for o in outs)) for i, (x, _) in enumerate(outs[0]["evals"])]
               for (name, f), outs in results.items() if f == 1.0 and all(len(o["evals"]) == len(outs[0]["evals"]) for o in outs)}
-    print("\nval loss vs effective tokens, 100% budget, mean over seeds:\n" + ascii_chart(curves))
+    if curves:
+        print("\nval loss vs effective tokens, 100% budget, mean over seeds:\n" + ascii_chart(curves))
     return results
 
 

@@ -41,3 +41,10 @@ def test_reproduce_runs_the_grid(corpus, tmp_path, capsys):
             assert out["iter_num"] == (2 if f == 1.0 else 1)
     text = capsys.readouterr().out
     assert "CL + random-LTD" in text and "vs base 100%" in text and "effective tokens" in text
+
+
+def test_reproduce_cases_without_lr_scaling():
+    for name, f, seed, args in bench.reproduce_cases("tiny", seeds=(1,), lr_power=0.0):
+        assert math.isclose(train.parse_args(args).learning_rate, 2e-3)
+    half = bench.reproduce_cases("tiny", fractions=(0.5,), seeds=(1,), lr_power=0.5)
+    assert len(half) == 4 and math.isclose(train.parse_args(half[0][3]).learning_rate, 2e-3 * 2 ** 0.5)
