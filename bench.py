@@ -288,8 +288,8 @@ def reproduce_cases(size, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3
     for f in fractions:
         steps = max(1, int(f * s["budget_steps"]))
         lr = base_lr * (1 / f) ** lr_power  # peak LR for this budget
-        common = s["model"] + [f"--max_tokens={steps * G * T}", "--max_iters=0", f"--learning_rate={lr:g}",
-                               f"--min_lr={lr / 10:g}", f"--warmup_iters={max(1, steps // 50)}",
+        common = s["model"] + [f"--max_tokens={steps * G * T}", "--max_iters=0", f"--learning_rate={lr!r}",
+                               f"--min_lr={lr / 10!r}", f"--warmup_iters={max(1, steps // 50)}",
                                f"--eval_interval={max(1, steps // 6)}", "--eval_iters=40", "--log_interval=1000000",
                                "--sample_tokens=0", "--save_checkpoint=false"]
         cl = ["--cl_metric=vocab_rarity", "--cl_min=1", "--cl_max=100", "--cl_schedule=fixed_root", "--cl_root_degree=2",
