@@ -9,11 +9,11 @@ At step t each curriculum metric admits a prefix of its sorted index (analyzer.p
     value d:       index_to_sample[: searchsorted(index_to_metric, d, 'right')]  (metric <= d)
 
 the pool is the intersection over metrics, and batches are drawn from the pool without
-replacement: a pass shuffles the pool, batches take the next ids, and when the pass runs out
-a new one starts. When the pool grows mid-pass, the newly admitted ids are placed at uniformly
-random positions among the ids still to be drawn (so the rest of the pass is a uniformly random
-order of both), hence new samples join the current pass and no admitted sample is seen twice
-before every admitted sample is seen once. Ids that leave the pool are dropped from the pass.
+replacement. A pass is a bag holding the admitted ids not yet drawn in it; each batch draws its
+ids uniformly at random from the bag (which is the same as reading a uniformly shuffled pass in
+order), and an empty bag is refilled with the whole pool. A newly admitted id goes into the bag,
+so it joins the current pass, and no admitted sample is seen twice before every admitted sample
+is seen once. Ids that leave the pool are taken out of the bag.
 
 But:
 - every rank computes the same global batch from (seed, step, state) and takes its own
@@ -63,8 +63,8 @@ class CurriculumSampler:
         self.step = 0  # optimizer steps drawn so far
         self.key = None  # difficulties that define the current pool
         self.mask = np.zeros(num_samples, dtype=bool)  # (N,) admitted samples
-        self.remaining = np.zeros(0, dtype=np.int64)  # ids still to draw in this pass, in order
-        self.pos = 0  # next position in remaining
+        self.bag = np.zeros(num_samples, dtype=np.int64)  # bag[:n_left] = ids not yet drawn in this pass
+        self.n_left = 0  # subtle: the bag is a subset of the pool, so N slots always suffice
 
     def difficulties(self, step=None):
         step = self.step if step is None else step
@@ -84,41 +84,51 @@ class CurriculumSampler:
         return int(self._pool_mask(tuple(self.difficulties(step).values())).sum())
 
     def _update_pool(self):
-        """Recompute the pool when some difficulty changed; fold the change into the current pass."""
+        """Recompute the pool when some difficulty changed; new ids go into the bag of this pass."""
         key = tuple(self.difficulties().values())
         if key == self.key:
             return  # steady state: nothing to do
         if len(self.curricula) == 1 and self.key is not None and key[0] >= self.key[0]:
             c = self.curricula[0]  # fast path, one metric whose difficulty rose: only the new slice of its index
             lo, hi = (admitted_prefix(c["difficulty_type"], d, c["index_to_sample"], c["index_to_metric"]) for d in (self.key[0], key[0]))
-            added, shrank = np.asarray(c["index_to_sample"][lo:hi]), False
-            new = self.mask.copy()
+            added, new = np.asarray(c["index_to_sample"][lo:hi]), self.mask
             new[added] = True
         else:
             new = self._pool_mask(key)
-            added, shrank = np.flatnonzero(new & ~self.mask), (self.mask & ~new).any()
+            added = np.flatnonzero(new & ~self.mask)
+            left = self.bag[: self.n_left]
+            left = left[new[left]]  # a falling schedule takes ids out of the bag
+            self.n_left = len(left)
+            self.bag[: self.n_left] = left
         if not new.any():
             raise ValueError(f"the curriculum admits no samples at step {self.step} ({dict(zip(self.difficulties(), key))}); raise min_difficulty")
-        left = self.remaining[self.pos :]  # still to draw in this pass, already in random order
-        added = self.rng.permutation(added)  # newly admitted: they join this pass
-        if shrank:  # some samples left the pool (a falling schedule): rare, reshuffle all
-            left = left[new[left]]
-            self.remaining = self.rng.permutation(np.concatenate([left, added]))
-        else:  # the pool grew: put the new ids at uniformly random places among the remaining ones
-            slots = np.zeros(len(left) + len(added), dtype=bool)
-            slots[self.rng.choice(len(slots), len(added), replace=False, shuffle=False)] = True
-            self.remaining = np.empty(len(slots), dtype=np.int64)
-            self.remaining[slots], self.remaining[~slots] = added, left
-        self.pos, self.key, self.mask = 0, key, new
+        self.bag[self.n_left : self.n_left + len(added)] = added  # newly admitted: they join this pass
+        self.n_left += len(added)
+        self.key, self.mask = key, new
+
+    def _draw(self, n):
+        """n ids drawn uniformly without replacement from the bag, removed from it (n <= n_left).
+
+        bag=[7,8,9,5], pick=[1,3] -> out=[8,5]; the kept tail id 9 fills hole 1 -> bag[:2]=[7,9]
+        """
+        m = self.n_left
+        pick = self.rng.choice(m, n, replace=False)  # (n,) distinct positions, in random order
+        out = self.bag[pick]
+        tail = np.ones(n, dtype=bool)  # which of the last n slots hold ids that stay in the bag
+        tail[pick[pick >= m - n] - (m - n)] = False
+        self.bag[pick[pick < m - n]] = self.bag[m - n : m][tail]  # fill the holes, then shrink: O(n)
+        self.n_left = m - n
+        return out
 
     def _take(self, n):
-        """The next n ids of the pass, starting new passes (a fresh shuffle of the pool) as needed."""
+        """The next n ids of the pass, starting new passes (the bag refilled with the pool) as needed."""
         out = []
         while n > 0:
-            if self.pos == len(self.remaining):  # pass over: reshuffle the whole pool
-                self.remaining, self.pos = self.rng.permutation(np.flatnonzero(self.mask)), 0
-            got = self.remaining[self.pos : self.pos + n]
-            self.pos, n = self.pos + len(got), n - len(got)
+            if self.n_left == 0:  # pass over: every admitted id goes back into the bag
+                pool = np.flatnonzero(self.mask)
+                self.bag[: len(pool)], self.n_left = pool, len(pool)
+            got = self._draw(min(n, self.n_left))
+            n -= len(got)
             out.append(got)
         return np.concatenate(out) if len(out) > 1 else out[0]
 
@@ -136,13 +146,14 @@ class CurriculumSampler:
 
     def state_dict(self):
         return {"step": self.step, "seed": self.seed, "key": None if self.key is None else list(self.key),
-                "remaining": self.remaining[self.pos :].copy(), "rng": self.rng.bit_generator.state}
+                "bag": self.bag[: self.n_left].copy(), "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
         self.step, self.seed = state["step"], state["seed"]
         self.key = None if state["key"] is None else tuple(state["key"])
         self.mask = self._pool_mask(self.key) if self.key is not None else np.zeros(self.N, dtype=bool)
-        self.remaining, self.pos = np.asarray(state["remaining"], dtype=np.int64), 0
+        self.n_left = len(state["bag"])
+        self.bag[: self.n_left] = state["bag"]
         self.rng.bit_generator.state = state["rng"]
 
 

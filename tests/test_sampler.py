@@ -148,3 +148,15 @@ def test_falling_schedule_drops_samples_from_the_pass():
     for t in range(6):
         ids = s.next_batch()
         assert (m[ids] <= (40 if t < 2 else 10)).all()
+
+
+def test_newly_admitted_ids_are_spread_uniformly_over_the_rest_of_the_pass():
+    """After 60 of 100 ids are drawn the pool doubles: the next batch holds 100 new of 140 left on average."""
+    new_frac = []
+    for seed in range(300):
+        c, _ = curriculum("a", "percentile", lambda t: 50 if t < 3 else 100, seed=5)
+        s = CurriculumSampler(N, 20, seed=seed, curricula=[c])
+        for _ in range(3):
+            s.next_batch()
+        new_frac.append(np.isin(s.next_batch(), c["index_to_sample"][100:]).mean())
+    assert abs(np.mean(new_frac) - 100 / 140) < 0.03  # not all first (0.0) nor all last (1.0)
