@@ -48,7 +48,7 @@ def bench_analyzer(args):
     p.add_argument("--block_size", type=int, default=128)
     p.add_argument("--num_samples", type=int, default=50000, help="analyze the first this many samples (DeepSpeed is slow)")
     p.add_argument("--num_workers", type=int, default=1)
-    p.add_argument("--repeat", type=int, default=2, help="best of this many runs, for each analyzer")
+    p.add_argument("--repeat", type=int, default=5, help="best of this many runs, for each analyzer")
     a = p.parse_args(args)
     src = data.SampleWindows(os.path.join(_corpus(a.data_dir), "train.bin"), a.block_size)
     n = min(a.num_samples, len(src))
