@@ -4,6 +4,7 @@ Benchmarks that print ratios measured side by side in one run, as tables.
     python bench.py analyzer   # our analyzer vs DeepSpeed's DataAnalyzer (when importable)
     python bench.py sampler    # our sampler vs DeepSpeed's DeepSpeedDataSampler (when importable)
     python bench.py ltd        # random-LTD step time vs the FLOP ratio (efficiency)
+    python bench.py dense      # our dense training step vs nanoGPT's model (--nanogpt=path/to/model.py)
     python bench.py reproduce  # baseline / CL / random-LTD / both at 100% and 50% of a token budget
 
 Speed targets live here, never in timed test assertions.
@@ -264,6 +265,76 @@ def bench_ltd(args):
 
 
 # -----------------------------------------------------------------------------
+# dense training step: ours vs nanoGPT's model at the same config
+
+
+def bench_dense(args):
+    """Tokens/s of a full training step (forward, backward, clip, AdamW) for our GPT and, given its
+    model.py, nanoGPT's GPT: same config, same batches, same optimizer settings, rounds interleaved."""
+    import importlib.util
+
+    import torch
+
+    from model import GPT, GPTConfig
+
+    p = argparse.ArgumentParser(prog="bench.py dense")
+    p.add_argument("--nanogpt", default="", help="path to karpathy/nanoGPT's model.py (not shipped here)")
+    p.add_argument("--n_layer", type=int, default=4)
+    p.add_argument("--n_head", type=int, default=4)
+    p.add_argument("--n_embd", type=int, default=128)
+    p.add_argument("--block_size", type=int, default=128)
+    p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--iters", type=int, default=30, help="timed steps per model (median is reported)")
+    a = p.parse_args(args)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    shape = dict(block_size=a.block_size, vocab_size=257, n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd, dropout=0.0, bias=False)
+    models = {"ours (model.py)": GPT(GPTConfig(**shape))}
+    if a.nanogpt:
+        spec = importlib.util.spec_from_file_location("nanogpt_model", a.nanogpt)
+        ref = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(ref)
+        models["nanoGPT (" + a.nanogpt + ")"] = ref.GPT(ref.GPTConfig(**shape))
+    gen = torch.Generator().manual_seed(0)
+    batches = [torch.randint(0, 257, (a.batch_size, a.block_size + 1), generator=gen).to(device) for _ in range(4)]
+    batches = [(b[:, :-1].contiguous(), b[:, 1:].contiguous()) for b in batches]  # as nanoGPT's get_batch makes them
+    steps = {}
+    for name, model in models.items():
+        model.to(device).train()
+        opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), device.split(":")[0])
+
+        def step(xy, model=model, opt=opt):
+            _, loss = model(*xy)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss
+
+        steps[name] = step
+    ctx = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
+    times = {name: [] for name in models}
+    with ctx:
+        for i in range(3 + a.iters):  # 3 warmup rounds, then interleaved timed rounds
+            for name, step in steps.items():
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                t, _ = _timed(lambda: step(batches[i % len(batches)]).item())
+                if i >= 3:
+                    times[name].append(t)
+    tokens = a.batch_size * a.block_size
+    med = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
+    print(f"dense training step: {a.n_layer} layers, n_embd {a.n_embd}, T {a.block_size}, batch {a.batch_size}, {device}, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {a.iters}")
+    print(f"{'':58} {'ms/step':>9} {'tok/s':>10} {'vs ours':>8}")
+    ours = med["ours (model.py)"]
+    for name, t in med.items():
+        print(f"{name[:58]:58} {1000 * t:>9.2f} {tokens / t:>10,.0f} {ours / t:>7.3f}x")
+    if not a.nanogpt:
+        print("(pass --nanogpt=path/to/nanoGPT/model.py to time nanoGPT's model beside ours)")
+    return med
+
+
+# -----------------------------------------------------------------------------
 # the paper's composed result at small scale (arXiv 2212.03597, Table 7)
 
 SIZES = {  # model, batch and budget (in dense steps) per hardware
@@ -273,12 +344,12 @@ SIZES = {  # model, batch and budget (in dense steps) per hardware
 }
 
 
-def reproduce_cases(size, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3, cl_frac=0.4, ltd_frac=0.6, lr_power=1.0):
+def reproduce_cases(size, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3, cl_frac=0.4, ltd_frac=0.6, lr_power=0.0):
     """The grid: (case, fraction, seed, train.py args) for baseline, CL, random-LTD and CL + random-LTD.
 
     A run with budget fraction f stops at f * budget_steps * G * T effective tokens; its peak and
-    final LR are scaled by (1 / f) ** lr_power (1: the data efficiency paper scaled LR with the
-    data used; 0: no scaling), and
+    final LR are scaled by (1 / f) ** lr_power (0, the default: no scaling, which did best at CPU
+    scale; 1: as the data efficiency paper scaled LR with the data used), and
     its schedules last cl_frac (curricula) and ltd_frac (random-LTD) of its f * budget_steps.
     """
     s = SIZES[size]
@@ -336,7 +407,7 @@ def bench_reproduce(args):
     p.add_argument("--out_dir", default="out_reproduce")
     p.add_argument("--seeds", default="1337,1338")
     p.add_argument("--fractions", default="1.0,0.5", help="budget fractions to run")
-    p.add_argument("--lr_power", type=float, default=1.0, help="LR scaled by (1/fraction)**lr_power; 0 = no scaling")
+    p.add_argument("--lr_power", type=float, default=0.0, help="LR scaled by (1/fraction)**lr_power; 1 = as the paper, 0 = no scaling")
     a = p.parse_args(args)
     seeds = tuple(int(x) for x in a.seeds.split(","))
     results = {}
@@ -368,9 +439,9 @@ def bench_reproduce(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["analyzer", "sampler", "ltd", "reproduce"])
+    p.add_argument("what", choices=["analyzer", "sampler", "ltd", "dense", "reproduce"])
     args, rest = p.parse_known_args(argv)
-    {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd, "reproduce": bench_reproduce}[args.what](rest)
+    {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd, "dense": bench_dense, "reproduce": bench_reproduce}[args.what](rest)
 
 
 if __name__ == "__main__":

@@ -384,7 +384,7 @@ def _train(cfg, ddp, rank, world_size, device):
     os.makedirs(cfg.out_dir, exist_ok=True)
 
     # --- training loop
-    losses, lrs, evals, val_loss, t0, t_start = [], [], [], None, time.time(), time.time()
+    losses, pending, lrs, evals, val_loss, t0, t_start = [], [], [], [], None, time.time(), time.time()
     ltd_states, start_iter = None, iter_num
     while True:
         done = (cfg.max_iters and iter_num >= cfg.max_iters) or (cfg.max_tokens and layer_tok / L >= cfg.max_tokens)
@@ -409,7 +409,7 @@ def _train(cfg, ddp, rank, world_size, device):
         s, r = seqlen_at(iter_num), keep_at(iter_num)
         micro = get_batch(sampler.next_batch())
         rows = sum(x.size(0) for x, _ in micro) * world_size  # rows of length s this step, all ranks
-        loss_sum = 0.0
+        loss_sum = torch.zeros((), device=device)  # mean loss of the step, kept on the device
         for k, (x, y) in enumerate(micro):
             sync = nullcontext() if not ddp or k == grad_accum - 1 else model.no_sync()  # all-reduce on the last micro-step
             with sync, ctx:
@@ -417,7 +417,7 @@ def _train(cfg, ddp, rank, world_size, device):
                 loss = loss / grad_accum
             with sync:
                 loss.backward()
-            loss_sum += loss.item()
+            loss_sum += loss.detach()  # subtle: no .item() here, it would make the CPU wait for the GPU
         if cfg.grad_clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         optimizer.step()
@@ -425,20 +425,22 @@ def _train(cfg, ddp, rank, world_size, device):
         raw_tokens += rows * s
         layer_tok += layer_tokens(rows, s, r, L, n_ltd)
         if ddp:
-            t = torch.tensor(loss_sum, device=device)
-            dist.all_reduce(t)
-            loss_sum = t.item() / world_size
-        losses.append(loss_sum)
+            dist.all_reduce(loss_sum)  # sum over ranks, then the mean
+            loss_sum /= world_size
+        pending.append(loss_sum)
         lrs.append(lr)
         iter_num += 1
-        if iter_num % cfg.log_interval == 0 and master_process:
+        if iter_num % cfg.log_interval == 0:
+            losses += torch.stack(pending).tolist()  # one device-to-host copy per log interval
+            pending.clear()
             dt = (time.time() - t0) / cfg.log_interval
             t0 = time.time()
             cl = "".join(f", {c['name']} {c['get_difficulty'](iter_num - 1)}" for c in curricula)
             eff = layer_tok / L
-            print0(f"iter {iter_num}: loss {loss_sum:.4f}, lr {lr:.2e}{cl}, seqlen {s}, keep {r if r else s}, "
+            print0(f"iter {iter_num}: loss {losses[-1]:.4f}, lr {lr:.2e}{cl}, seqlen {s}, keep {r if r else s}, "
                    f"{dt * 1000:.1f}ms/step, {rows * s / dt:,.0f} tok/s, tokens {raw_tokens:,}, "
                    f"effective {eff:,.0f} (saving {100 * (1 - eff / max(1, iter_num * dense_step_tokens)):.1f}% vs dense)")
+    losses += torch.stack(pending).tolist() if pending else []
     elapsed = time.time() - t_start
     return {"losses": losses, "lrs": lrs, "evals": evals, "val_loss": val_loss, "iter_num": iter_num, "raw_tokens": raw_tokens,
             "effective_tokens": layer_tok / L, "time": elapsed, "model": raw_model, "meta": meta, "train_data": train_data}

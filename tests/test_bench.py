@@ -13,7 +13,7 @@ def flag(args, key):
 
 
 def test_reproduce_cases_budgets_and_lr_scaling():
-    cases = bench.reproduce_cases("tiny", seeds=(1, 2))
+    cases = bench.reproduce_cases("tiny", seeds=(1, 2), lr_power=1.0)
     assert len(cases) == 16
     assert [c[0] for c in cases[:8:2]] == ["baseline", "CL", "random-LTD", "CL + random-LTD"]
     for name, f, seed, args in cases:
@@ -25,7 +25,7 @@ def test_reproduce_cases_budgets_and_lr_scaling():
         assert cfg.random_ltd == ("LTD" in name)
     full = [c for c in cases if c[1] == 1.0 and c[0] == "CL + random-LTD"][0][3]
     assert flag(full, "cl_total_step") == "1" and flag(full, "ltd_require_steps") == "1"
-    cpu = bench.reproduce_cases("cpu", seeds=(1,))
+    cpu = bench.reproduce_cases("cpu", seeds=(1,), lr_power=1.0)
     cl_half = [c[3] for c in cpu if c[0] == "CL" and c[1] == 0.5][0]
     assert flag(cl_half, "cl_total_step") == str(int(0.4 * 600)) and flag(cl_half, "max_tokens") == str(600 * 16 * 128)
     assert flag([c[3] for c in cpu if c[0] == "random-LTD" and c[1] == 1.0][0], "ltd_require_steps") == str(int(0.6 * 1200))
@@ -44,7 +44,7 @@ def test_reproduce_runs_the_grid(corpus, tmp_path, capsys):
 
 
 def test_reproduce_cases_without_lr_scaling():
-    for name, f, seed, args in bench.reproduce_cases("tiny", seeds=(1,), lr_power=0.0):
+    for name, f, seed, args in bench.reproduce_cases("tiny", seeds=(1,)):  # the default: no scaling
         assert math.isclose(train.parse_args(args).learning_rate, 2e-3)
     half = bench.reproduce_cases("tiny", fractions=(0.5,), seeds=(1,), lr_power=0.5)
     assert len(half) == 4 and math.isclose(train.parse_args(half[0][3]).learning_rate, 2e-3 * 2 ** 0.5)

@@ -219,3 +219,19 @@ def test_deepspeed_config_mismatch_one_line(corpus, tmp_path, edit, want):
             "--n_head=2", "--n_embd=32", "--max_iters=1")
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and len(lines) == 1 and want in lines[0], r.stderr
+
+
+def test_published_gpt3_recipe_config_maps_to_our_settings():
+    """The GPT-3 1.3B recipe's data_efficiency section (as DeepSpeed's examples publish it) is read unchanged."""
+    from ds_config import from_deepspeed
+
+    ds = json.load(open(os.path.join(ROOT, "tests", "fixtures", "ds_config_gpt3_1.3b_cl_ltd.json")))
+    cfg = train.parse_args(["--n_layer=24", "--global_batch_size=512", "--batch_size=8", "--block_size=2048"])
+    notes = []
+    metrics, ltd = from_deepspeed(ds, cfg, notes)
+    assert set(metrics) == {"vocabularyrarity", "seqlen_truncate"} and len(notes) == 1
+    assert metrics["vocabularyrarity"] == {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100, "schedule_type": "fixed_root",
+                                           "schedule_config": {"total_curriculum_step": 110000, "difficulty_step": 1, "root_degree": 2}}
+    assert ltd["random_ltd_layer_id"] == list(range(1, 23)) and ltd["random_ltd_schedule"]["min_value"] == 128
+    with pytest.raises(ValueError, match="set --n_layer=24"):
+        from_deepspeed(ds, train.parse_args(["--global_batch_size=512", "--batch_size=8"]), [])
