@@ -97,7 +97,7 @@ def _info(bin_path, block_size, name):
             "num_samples": (st.st_size // 2 - 1) // block_size, "metric": name}
 
 
-def build_index(bin_path, block_size, names, index_dir, num_workers=None, shard=4096, verbose=True):
+def build_index(bin_path, block_size, names, index_dir, num_workers=None, shard=1024, verbose=True):
     """Score every sample of bin_path with each metric and write the sorted index files."""
     windows = data.SampleWindows(bin_path, block_size)
     N, counts = len(windows), unigram_counts(bin_path)

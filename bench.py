@@ -114,7 +114,7 @@ def bench_analyzer(args):
         if t is None:
             print(name)
             continue
-        print(f"{name:44} {t:>9.2f} {tokens / t:>12,.0f} {t / rows[0][1]:>8.1f}x")
+        print(f"{name:44} {t:>9.3f} {tokens / t:>12,.0f} {t / rows[0][1]:>8.1f}x")
     assert len(ours["sample_to_metric"]) == n
     shutil.rmtree(work)
 
