@@ -341,10 +341,14 @@ SIZES = {  # model, batch and budget (in dense steps) per hardware
     "cpu": {"model": ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=128", "--batch_size=16"], "budget_steps": 1200},
     "gpu": {"model": ["--n_layer=12", "--n_head=6", "--n_embd=384", "--block_size=512", "--batch_size=32"], "budget_steps": 6000},
     "tiny": {"model": ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=16", "--batch_size=4"], "budget_steps": 2},
+    # variants tried on CPU: deeper (random-LTD drops 6 of 8 layers), and smaller on twice the tokens
+    "cpu-deep": {"model": ["--n_layer=8", "--n_head=4", "--n_embd=96", "--block_size=128", "--batch_size=16"], "budget_steps": 1200},
+    "cpu-small": {"model": ["--n_layer=4", "--n_head=4", "--n_embd=64", "--block_size=128", "--batch_size=16"], "budget_steps": 2400},
 }
+CASES = ("baseline", "CL", "random-LTD", "CL + random-LTD")
 
 
-def reproduce_cases(size, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3, cl_frac=0.4, ltd_frac=0.6, lr_power=0.0):
+def reproduce_cases(size, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3, cl_frac=0.4, ltd_frac=0.6, lr_power=0.0, names=CASES):
     """The grid: (case, fraction, seed, train.py args) for baseline, CL, random-LTD and CL + random-LTD.
 
     A run with budget fraction f stops at f * budget_steps * G * T effective tokens; its peak and
@@ -367,8 +371,8 @@ def reproduce_cases(size, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3
               f"--cl_total_step={max(1, int(cl_frac * steps))}", "--seqlen=truncate", f"--seqlen_min={max(8, T // 16)}",
               "--seqlen_step=8", f"--seqlen_total_step={max(1, int(cl_frac * steps))}"]
         ltd = ["--random_ltd", f"--ltd_min={max(8, T // 16)}", "--ltd_seq_per_step=8", f"--ltd_require_steps={max(1, int(ltd_frac * steps))}"]
-        for name, extra in (("baseline", []), ("CL", cl), ("random-LTD", ltd), ("CL + random-LTD", cl + ltd)):
-            for seed in seeds:
+        for name, extra in zip(CASES, ([], cl, ltd, cl + ltd)):
+            for seed in seeds if name in names else ():
                 cases.append((name, f, seed, common + extra + [f"--seed={seed}"]))
     return cases
 
@@ -408,11 +412,15 @@ def bench_reproduce(args):
     p.add_argument("--seeds", default="1337,1338")
     p.add_argument("--fractions", default="1.0,0.5", help="budget fractions to run")
     p.add_argument("--lr_power", type=float, default=0.0, help="LR scaled by (1/fraction)**lr_power; 1 = as the paper, 0 = no scaling")
+    p.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of: " + ", ".join(CASES))
     a = p.parse_args(args)
+    names = tuple(a.cases.split(","))
+    if "baseline" not in names or not set(names) <= set(CASES):
+        p.error(f"--cases={a.cases}: give a subset of {', '.join(CASES)} that includes baseline (the reference)")
     seeds = tuple(int(x) for x in a.seeds.split(","))
     results = {}
     fractions = tuple(float(x) for x in a.fractions.split(","))
-    for name, f, seed, targs in reproduce_cases(a.size, fractions, seeds, lr_power=a.lr_power):
+    for name, f, seed, targs in reproduce_cases(a.size, fractions, seeds, lr_power=a.lr_power, names=names):
         cfg = train.parse_args(targs + [f"--data_dir={a.data_dir}", f"--out_dir={os.path.join(a.out_dir, 'run')}"])
         print(f"--- {name}, {100 * f:.0f}% budget, seed {seed}", flush=True)
         out = train.train(cfg)

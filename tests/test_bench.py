@@ -48,3 +48,12 @@ def test_reproduce_cases_without_lr_scaling():
         assert math.isclose(train.parse_args(args).learning_rate, 2e-3)
     half = bench.reproduce_cases("tiny", fractions=(0.5,), seeds=(1,), lr_power=0.5)
     assert len(half) == 4 and math.isclose(train.parse_args(half[0][3]).learning_rate, 2e-3 * 2 ** 0.5)
+
+
+def test_reproduce_cases_subset_and_cpu_variants():
+    cases = bench.reproduce_cases("tiny", seeds=(1,), names=("baseline", "CL + random-LTD"))
+    assert [(c[0], c[1]) for c in cases] == [("baseline", 1.0), ("CL + random-LTD", 1.0), ("baseline", 0.5), ("CL + random-LTD", 0.5)]
+    deep = train.parse_args(bench.reproduce_cases("cpu-deep", seeds=(1,), names=("baseline",))[0][3])
+    small = train.parse_args(bench.reproduce_cases("cpu-small", seeds=(1,), names=("baseline",))[0][3])
+    assert (deep.n_layer, deep.n_embd, deep.max_tokens) == (8, 96, 1200 * 16 * 128)
+    assert (small.n_layer, small.n_embd, small.max_tokens) == (4, 64, 2400 * 16 * 128)  # twice the tokens of the cpu size
