@@ -45,7 +45,7 @@ def vocab_rarity(samples, counts):
     """Sum of -ln p(u) over the window's tokens. counts=[3,1] (p=[.75,.25]): [0,1] -> 0.288+1.386 = 1.674"""
     counts = np.maximum(counts, 1).astype(np.float64)  # zero counts set to 1
     neg_log_p = -np.log(counts / counts.sum())  # (V,)
-    return neg_log_p[samples].sum(axis=1)  # (B,) float64; subtle: indexing beats np.take on strided windows
+    return neg_log_p[samples].sum(axis=1)  # (B,) float64
 
 
 def num_docs(samples, counts):
