@@ -219,7 +219,7 @@ def bench_ltd(args):
     p.add_argument("--batch_size", type=int, default=4)
     p.add_argument("--ratios", default="0.75,0.5,0.25", help="kept ratios r/T to measure")
     p.add_argument("--iters", type=int, default=6, help="timed rounds (median is reported)")
-    p.add_argument("--device", default="gpu" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = p.parse_args(args)
     cuda = a.device.startswith("cuda")
     torch.manual_seed(0)
@@ -262,6 +262,7 @@ def bench_ltd(args):
         tr, fr = med[keep] / med[None], flops[keep] / flops[None]
         eff = (1 - tr) / (1 - fr) if keep else float("nan")
         print(f"{(keep or T) / T:>9.2f} {keep or T:>5} {1000 * med[keep]:>9.1f} {tr:>11.3f} {fr:>11.3f} {eff:>11.2f}")
+    return {keep or T: (med[keep] / med[None], flops[keep] / flops[None]) for keep in keeps}  # r -> (time ratio, FLOP ratio)
 
 
 # -----------------------------------------------------------------------------

@@ -57,3 +57,11 @@ def test_reproduce_cases_subset_and_cpu_variants():
     small = train.parse_args(bench.reproduce_cases("cpu-small", seeds=(1,), names=("baseline",))[0][3])
     assert (deep.n_layer, deep.n_embd, deep.max_tokens) == (8, 96, 1200 * 16 * 128)
     assert (small.n_layer, small.n_embd, small.max_tokens) == (4, 64, 2400 * 16 * 128)  # twice the tokens of the cpu size
+
+
+def test_bench_ltd_flop_ratio_falls_with_the_kept_length():
+    """Counted FLOPs: dropping layers 1..L-2 to r of T tokens saves more the smaller r is, never all."""
+    out = bench.bench_ltd(["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2",
+                           "--ratios=0.75,0.5,0.25", "--iters=1"])
+    flop = [out[r][1] for r in (32, 24, 16, 8)]
+    assert flop[0] == 1.0 and all(a > b for a, b in zip(flop, flop[1:])) and flop[-1] > 0.5  # layers 0, 3 and the head stay dense
