@@ -307,7 +307,7 @@ def _train(cfg, ddp, rank, world_size, device):
         optimizer.load_state_dict(ckpt["optimizer"])
         sampler.load_state_dict(ckpt["sampler"])
         iter_num, raw_tokens, layer_tok, best_val_loss = ckpt["iter_num"], ckpt["raw_tokens"], ckpt["layer_tokens"], ckpt["best_val_loss"]
-        torch.set_rng_state(ckpt["rng"]["torch"])
+        torch.set_rng_state(ckpt["rng"]["torch"].cpu())  # subtle: map_location moved it to the device
         ltd_gen.set_state(ckpt["rng"]["ltd"][rank % len(ckpt["rng"]["ltd"])].to(ltd_gen.get_state().device))
         if device_type == "cuda" and ckpt["rng"].get("cuda") is not None:
             torch.cuda.set_rng_state(ckpt["rng"]["cuda"].cpu())
