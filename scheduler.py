@@ -105,6 +105,9 @@ class RandomLTDScheduler:
         for k in keys:
             if self.sc[k] <= 0:
                 raise ValueError(f"random_ltd {k} is {self.sc[k]}; it must be positive")
+        if self.min < self.sc["seq_per_step"]:  # subtle: r -= r % seq_per_step would make the first kept length 0
+            raise ValueError(f"random_ltd min_value {self.min} < seq_per_step {self.sc['seq_per_step']} gives a kept length of 0; "
+                             f"raise min_value to a multiple of seq_per_step")
 
     def get_value(self, step):
         degree = self.sc["root_degree"] if self.type == "fixed_root" else 1

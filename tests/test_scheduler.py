@@ -104,3 +104,6 @@ def test_bad_random_ltd_config():
         RandomLTDScheduler({"min_value": 64, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
     with pytest.raises(ValueError, match="missing seq_per_step"):
         RandomLTDScheduler({"min_value": 8, "max_value": 32, "schedule_config": {"require_steps": 5}})
+    with pytest.raises(ValueError, match="min_value 4 < seq_per_step 8 gives a kept length of 0"):
+        RandomLTDScheduler({"min_value": 4, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
+    assert RandomLTDScheduler({"min_value": 12, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}}).get_value(0) == 8
