@@ -24,6 +24,7 @@ But:
   "not implemented" there, works here).
 """
 
+import gc
 import inspect
 import json
 import math
@@ -209,6 +210,7 @@ def train(cfg):
         return _train(cfg, ddp, rank, world_size, device)
     finally:
         if ddp:
+            gc.collect()  # subtle: free the DDP wrapper (it sits in reference cycles) while its process group is alive
             dist.destroy_process_group()
 
 
