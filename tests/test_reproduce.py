@@ -1,0 +1,59 @@
+"""reproduce.py: the grid's bookkeeping (cases, budgets, LR scaling), run end to end on 2 steps."""
+
+import math
+
+import pytest
+
+import reproduce
+import train
+
+
+def flag(args, key):
+    return next(a.split("=", 1)[1] for a in args if a.startswith(f"--{key}="))
+
+
+def test_reproduce_cases_budgets_and_lr_scaling():
+    cases = reproduce.reproduce_cases("tiny", seeds=(1, 2), lr_power=1.0)
+    assert len(cases) == 16
+    assert [c[0] for c in cases[:8:2]] == ["baseline", "CL", "random-LTD", "CL + random-LTD"]
+    for name, f, seed, args in cases:
+        cfg = train.parse_args(args)  # every case is a valid train.py command line
+        steps = max(1, int(f * 2))  # tiny: budget 2 dense steps of 4 x 16 tokens
+        assert cfg.max_tokens == steps * 4 * 16 and cfg.max_iters == 0 and cfg.seed == seed
+        assert math.isclose(cfg.learning_rate, 2e-3 / f) and math.isclose(cfg.min_lr, 2e-4 / f)
+        assert (cfg.cl_metric == "vocab_rarity") == ("CL" in name) and (cfg.seqlen == "truncate") == ("CL" in name)
+        assert cfg.random_ltd == ("LTD" in name)
+    full = [c for c in cases if c[1] == 1.0 and c[0] == "CL + random-LTD"][0][3]
+    assert flag(full, "cl_total_step") == "1" and flag(full, "ltd_require_steps") == "1"
+    cpu = reproduce.reproduce_cases("cpu", seeds=(1,), lr_power=1.0)
+    cl_half = [c[3] for c in cpu if c[0] == "CL" and c[1] == 0.5][0]
+    assert flag(cl_half, "cl_total_step") == str(int(0.4 * 600)) and flag(cl_half, "max_tokens") == str(600 * 16 * 128)
+    assert flag([c[3] for c in cpu if c[0] == "random-LTD" and c[1] == 1.0][0], "ltd_require_steps") == str(int(0.6 * 1200))
+
+
+@pytest.mark.slow
+def test_reproduce_runs_the_grid(corpus, tmp_path, capsys):
+    results = reproduce.main(["--size=tiny", f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--seeds=5"])
+    assert set(results) == {(n, f) for n in ("baseline", "CL", "random-LTD", "CL + random-LTD") for f in (1.0, 0.5)}
+    for (name, f), (out,) in results.items():
+        assert out["effective_tokens"] >= f * 2 * 64  # stopped on the effective-token budget, not before
+        if name == "baseline":
+            assert out["iter_num"] == (2 if f == 1.0 else 1)
+    text = capsys.readouterr().out
+    assert "CL + random-LTD" in text and "vs base 100%" in text and "effective tokens" in text
+
+
+def test_reproduce_cases_without_lr_scaling():
+    for name, f, seed, args in reproduce.reproduce_cases("tiny", seeds=(1,)):  # the default: no scaling
+        assert math.isclose(train.parse_args(args).learning_rate, 2e-3)
+    half = reproduce.reproduce_cases("tiny", fractions=(0.5,), seeds=(1,), lr_power=0.5)
+    assert len(half) == 4 and math.isclose(train.parse_args(half[0][3]).learning_rate, 2e-3 * 2 ** 0.5)
+
+
+def test_reproduce_cases_subset_and_cpu_variants():
+    cases = reproduce.reproduce_cases("tiny", seeds=(1,), names=("baseline", "CL + random-LTD"))
+    assert [(c[0], c[1]) for c in cases] == [("baseline", 1.0), ("CL + random-LTD", 1.0), ("baseline", 0.5), ("CL + random-LTD", 0.5)]
+    deep = train.parse_args(reproduce.reproduce_cases("cpu-deep", seeds=(1,), names=("baseline",))[0][3])
+    small = train.parse_args(reproduce.reproduce_cases("cpu-small", seeds=(1,), names=("baseline",))[0][3])
+    assert (deep.n_layer, deep.n_embd, deep.max_tokens) == (8, 96, 1200 * 16 * 128)
+    assert (small.n_layer, small.n_embd, small.max_tokens) == (4, 64, 2400 * 16 * 128)  # twice the tokens of the cpu size
