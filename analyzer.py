@@ -84,13 +84,6 @@ def sort_index(sample_to_metric):
     return index_to_sample, sample_to_metric[index_to_sample]
 
 
-def _save_npy(path, arr):
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        np.save(f, arr)
-    os.replace(tmp, path)  # atomic
-
-
 def _info(bin_path, block_size, name):
     st = os.stat(bin_path)
     return {"data": os.path.abspath(bin_path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "block_size": block_size,
@@ -118,10 +111,9 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=None, shard=
             os.remove(os.path.join(d, "info.json"))  # subtle: no info.json = not a finished index
         index_to_sample, index_to_metric = sort_index(values[n])
         for name, arr in (("sample_to_metric", values[n]), ("index_to_sample", index_to_sample), ("index_to_metric", index_to_metric)):
-            _save_npy(os.path.join(d, name + ".npy"), arr)
-        with open(os.path.join(d, "info.json.tmp"), "w") as f:
-            json.dump(_info(bin_path, block_size, n), f)
-        os.replace(os.path.join(d, "info.json.tmp"), os.path.join(d, "info.json"))
+            data.atomic_write(os.path.join(d, name + ".npy"), lambda f, arr=arr: np.save(f, arr))
+        info = _info(bin_path, block_size, n)
+        data.atomic_write(os.path.join(d, "info.json"), lambda f: json.dump(info, f), mode="w")
 
 
 class _InProcess:

@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import sysconfig
+import tempfile
 
 import numpy as np
 from tqdm import tqdm
@@ -85,11 +86,21 @@ def find_files(paths):
 # preparing train.bin / val.bin / meta.json
 
 
-def _atomic_write(path, write):
-    """Call write(tmp_path), then rename over path: readers never see half a file."""
-    tmp = path + ".tmp"
+def atomic_write(path, write, mode="wb"):
+    """Call write(f) on a fresh temporary file beside path, then rename it over path.
+
+    Readers never see half a file, an existing file survives any failure of write (disk full,
+    Ctrl-C), and two writers never share a temporary name (each gets its own from mkstemp).
+    """
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=os.path.basename(path) + ".", suffix=".tmp")
     try:
-        write(tmp)
+        with os.fdopen(fd, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the rename makes it visible
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # subtle: mkstemp makes it private (0600); give it a plain file's mode
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -128,7 +139,7 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=256, s
     if os.path.exists(meta_path):
         os.remove(meta_path)  # subtle: a missing meta.json marks the directory as unfinished
     for name, arr in (("train.bin", train), ("val.bin", val)):
-        _atomic_write(os.path.join(out_dir, name), lambda tmp, a=arr: a.tofile(tmp))
+        atomic_write(os.path.join(out_dir, name), lambda f, a=arr: a.tofile(f))
     meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes", "n_files": len(files),
             "train_tokens": int(len(train)), "val_tokens": int(len(val)), "val_fraction": val_fraction}
     write_meta(out_dir, meta)
@@ -138,7 +149,7 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=256, s
 
 
 def write_meta(out_dir, meta):
-    _atomic_write(os.path.join(out_dir, "meta.json"), lambda tmp: json.dump(meta, open(tmp, "w"), indent=1))
+    atomic_write(os.path.join(out_dir, "meta.json"), lambda f: json.dump(meta, f, indent=1), mode="w")
 
 
 def load_meta(data_dir, vocab_size=None):

@@ -182,17 +182,6 @@ def print0(*args, **kwargs):
         print(*args, **kwargs, flush=True)
 
 
-def atomic_save(obj, path):
-    """torch.save to a temp file, then rename: an existing checkpoint is never half-overwritten."""
-    tmp = path + ".tmp"
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def train(cfg):
     """Run training with cfg; returns a dict of results (losses per step, final val loss, tokens)."""
     # --- distributed init: one path for python and torchrun (NCCL on CUDA, Gloo on CPU)
@@ -363,11 +352,11 @@ def _train(cfg, ddp, rank, world_size, device):
         return (total[0] / total[1]).item()
 
     def save():
-        atomic_save({"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "iter_num": iter_num,
+        data.atomic_write(ckpt_path, lambda f: torch.save({"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "iter_num": iter_num,
                      "config": asdict(cfg), "model_args": asdict(gconf), "sampler": sampler.state_dict(),
                      "raw_tokens": raw_tokens, "layer_tokens": layer_tok, "best_val_loss": best_val_loss,
                      "rng": {"torch": torch.get_rng_state(), "ltd": ltd_states,
-                             "cuda": torch.cuda.get_rng_state() if device_type == "cuda" else None}}, ckpt_path)
+                             "cuda": torch.cuda.get_rng_state() if device_type == "cuda" else None}}, f))
 
     # --- startup summary
     print0(f"data {data_dir}: {len(train_data):,} train / {len(val_data):,} val windows of {cfg.block_size}+1 tokens, vocab {meta['vocab_size']}")
