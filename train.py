@@ -1,39 +1,45 @@
 """
 Train a GPT with curriculum learning and random-LTD, on one CPU, one GPU, or many under torchrun.
 
-    python train.py                                  # default corpus, small model, a few CPU minutes
-    python train.py --config ds_config.json          # a DeepSpeed data_efficiency section, unchanged
+    python train.py                                           # default corpus, small model, a few CPU minutes
+    python train.py --config examples/ds_config_cl_ltd.json   # a DeepSpeed data_efficiency section, unchanged
     torchrun --standalone --nproc_per_node=2 train.py --global_batch_size=32
 
-Follows nanoGPT's train.py (one config block, plain DDP, AdamW, warmup + cosine LR) and wires
-in DeepSpeed Data Efficiency (arXiv 2212.03597): the analyzer's index, the curriculum sampler,
-sequence-length curricula and random-LTD (arXiv 2211.11586). One effective-token clock drives
-the learning rate and the stopping point:
+Follows nanoGPT's train.py (config, plain DDP, AdamW, warmup + cosine LR, in that order) and wires
+in DeepSpeed Data Efficiency (arXiv 2212.03597): the analyzer's index, the curriculum loader
+(sampler.py) and random-LTD (arXiv 2211.11586). One effective-token clock drives the learning
+rate and the stopping point:
 
     layer_tokens(step) = B * (s * (L - n) + min(r, s) * n),  effective tokens = layer_tokens / L
 
 with B rows of length s (the curriculum length), r the LTD kept length, n of L layers dropping.
 
 But:
-- batches are sample ids drawn by a seeded, rank-sharded sampler without replacement, not
-  nanoGPT's random offsets; every rank computes the same global batch and takes its slice;
-- config is a dataclass with a generated --key=value command line (no exec configurator);
-- checkpoints also hold the sampler, the RNG states and the token clock, and are written
-  atomically; --resume continues bit-exactly on CPU;
+- batches come from a seeded, rank-sharded sampler without replacement (every rank computes the
+  same global batch and takes its slice), not nanoGPT's random offsets;
+- config is a dataclass with a generated --key=value command line (config.py), no exec configurator;
+- checkpoints also hold the sampler, every rank's RNG states, the token clock and the settings
+  that shape the run; they are written atomically with a checksum, the run directory is locked,
+  and --resume refuses another corpus or changed settings; it continues bit-exactly on CPU;
 - LR warmup/decay follow effective tokens (DeepSpeed's LayerToken LR schedule, which raises
-  "not implemented" there, works here).
+  "not implemented" there, works here), and the decay ends where the run's budget ends.
 """
 
+import sys
+
+import config
+
+if __name__ == "__main__" and {"-h", "--help"} & set(sys.argv[1:]):
+    config.print_help()  # subtle: before torch loads (seconds), so --help answers at once
+    sys.exit(0)
+
+# the imports below wait for the --help check
 import gc
-import inspect
-import json
 import math
 import os
-import re
-import sys
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 
 import numpy as np
 import torch
@@ -42,139 +48,14 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import analyzer
 import data
-from ds_config import SEQLEN_METRICS, canonical_metric, from_deepspeed, from_flags
+from checkpoint import check_resume, load_checkpoint, lock_run_dir, restore_rng, rng_states, save_checkpoint
 from model import GPT, GPTConfig
 from random_ltd import layer_tokens
-from sampler import CurriculumSampler, seqlen_reshape, seqlen_truncate
-from scheduler import CurriculumScheduler, RandomLTDScheduler
+from sampler import SEQLEN_METRICS, CurriculumLoader
+from scheduler import RandomLTDScheduler
 
 # -----------------------------------------------------------------------------
-# config
-
-
-@dataclass
-class TrainConfig:
-    # I/O
-    out_dir: str = "out"  # checkpoints (ckpt.pt) go here
-    data_dir: str = ""  # train.bin/val.bin/meta.json; "" = the standard-library corpus, prepared on first use
-    vocab_size: int = 0  # only for a nanoGPT data_dir without meta.json (e.g. 50257 for GPT-2 BPE)
-    resume: bool = False  # continue from out_dir/ckpt.pt
-    eval_interval: int = 250  # evaluate (and checkpoint) every this many steps, and at the end
-    eval_iters: int = 10  # validation batches per evaluation, per rank
-    log_interval: int = 50  # one log line every this many steps
-    save_checkpoint: bool = True  # write out_dir/ckpt.pt at each evaluation
-    sample_tokens: int = 200  # tokens generated from the model at the end (0 = none)
-    seed: int = 1337  # seeds the sampler, the model init and random-LTD
-    # data and batch
-    block_size: int = 128  # T, tokens per sample window
-    batch_size: int = 16  # micro-batch rows per rank per forward
-    global_batch_size: int = 0  # rows per optimizer step over all ranks; 0 = batch_size * world_size
-    # model
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
-    dropout: float = 0.0
-    bias: bool = False
-    # optimizer and schedule (warmup/decay in effective tokens, given in steps of a dense model)
-    learning_rate: float = 2e-3  # peak LR
-    min_lr: float = 2e-4  # LR at the end of cosine decay
-    max_iters: int = 1500  # stop after this many optimizer steps (0 = no step limit)
-    max_tokens: int = 0  # stop once effective tokens reach this (0 = no token limit)
-    warmup_iters: int = 50  # warmup length, as steps of dense tokens (global_batch_size * block_size each)
-    lr_decay_iters: int = 0  # decay length in dense steps; 0 = until max_tokens, else max_iters
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.99
-    grad_clip: float = 1.0  # clip gradient norm at this value (0 = off)
-    # system
-    device: str = "auto"  # auto, cpu, cuda, cuda:1, ...
-    dtype: str = "auto"  # auto (bfloat16 on CUDA when supported, else float32), float32, bfloat16
-    compile: bool = False  # torch.compile the model
-    # curriculum learning (or set them from a DeepSpeed file with --config)
-    config: str = ""  # DeepSpeed JSON whose data_efficiency section sets curriculum and random-LTD
-    cl_metric: str = ""  # difficulty metric of the analyzer, e.g. vocab_rarity ("" = none)
-    cl_difficulty_type: str = "percentile"  # percentile (easiest d%) or value (metric <= d)
-    cl_min: float = 1  # min_difficulty
-    cl_max: float = 100  # max_difficulty
-    cl_schedule: str = "fixed_root"  # fixed_linear, fixed_root or fixed_discrete
-    cl_total_step: int = 0  # total_curriculum_step; 0 = 40% of max_iters
-    cl_difficulty_step: int = 1  # difficulty_step
-    cl_root_degree: int = 2  # root_degree of fixed_root
-    seqlen: str = ""  # sequence-length curriculum: truncate, reshape or "" (off)
-    seqlen_min: int = 16  # first sequence length
-    seqlen_schedule: str = "fixed_linear"  # fixed_linear or fixed_root
-    seqlen_total_step: int = 0  # steps to reach block_size; 0 = 40% of max_iters
-    seqlen_step: int = 8  # difficulty_step of the length
-    # random-LTD
-    random_ltd: bool = False  # drop tokens in the middle layers
-    ltd_min: int = 0  # first kept length (min_value); 0 = block_size // 4
-    ltd_require_steps: int = 0  # steps until every token is kept (require_steps); 0 = 60% of max_iters
-    ltd_seq_per_step: int = 8  # kept length grows in multiples of this (seq_per_step)
-    ltd_layers: str = ""  # comma-separated dropping layers; "" = 1 .. n_layer-2
-
-
-def field_help():
-    """The comment after each TrainConfig field, for --help: one source of truth."""
-    src = inspect.getsource(TrainConfig)
-    return dict(re.findall(r"^\s+(\w+): \w+ = .*?(?:#\s*(.*))?$", src, flags=re.M))
-
-
-def parse_value(name, typ, text):
-    if typ is bool:
-        if text.lower() in ("1", "true", "yes", "on", ""):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"--{name} expects true or false, got {text!r}")
-    try:
-        return typ(text)
-    except ValueError:
-        raise ValueError(f"--{name} expects {typ.__name__}, got {text!r}") from None
-
-
-def parse_args(argv):
-    """--key=value (or --key value, or --flag for booleans) -> TrainConfig; ValueError on bad input."""
-    cfg, types = TrainConfig(), {f.name: type(f.default) for f in fields(TrainConfig)}
-    if any(a in ("-h", "--help") for a in argv):
-        helps = field_help()
-        print(__doc__.split("\n\n")[1] + "\noptions (--key=value):")
-        for f in fields(TrainConfig):
-            print(f"  --{f.name:<22} {f.default!r:<14} {helps.get(f.name) or ''}")
-        sys.exit(0)
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if not arg.startswith("--"):
-            raise ValueError(f"unexpected argument {arg!r}; options look like --key=value (see --help)")
-        key, eq, val = arg[2:].partition("=")
-        if key not in types:
-            raise ValueError(f"unknown option --{key}; see python train.py --help for the list")
-        if not eq and types[key] is not bool:
-            if i + 1 >= len(argv):
-                raise ValueError(f"--{key} needs a value, e.g. --{key}={getattr(cfg, key)!r}")
-            i, val = i + 1, argv[i + 1]
-        setattr(cfg, key, parse_value(key, types[key], val))
-        i += 1
-    return cfg
-
-
-# -----------------------------------------------------------------------------
-# learning rate on the effective-token clock
-
-
-def get_lr(tokens, cfg, warmup_tokens, decay_tokens):
-    """Linear warmup to learning_rate over warmup_tokens, cosine to min_lr at decay_tokens, then min_lr."""
-    if tokens < warmup_tokens:
-        return cfg.learning_rate * (tokens + 1) / (warmup_tokens + 1)
-    if tokens >= decay_tokens:
-        return cfg.min_lr
-    ratio = (tokens - warmup_tokens) / (decay_tokens - warmup_tokens)
-    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))  # 1 -> 0
-    return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
-
-
-# -----------------------------------------------------------------------------
-# the run
+# distributed init: one path for python and torchrun (NCCL on CUDA, Gloo on CPU)
 
 
 def print0(*args, **kwargs):
@@ -182,283 +63,379 @@ def print0(*args, **kwargs):
         print(*args, **kwargs, flush=True)
 
 
-def train(cfg):
-    """Run training with cfg; returns a dict of results (losses per step, final val loss, tokens)."""
-    # --- distributed init: one path for python and torchrun (NCCL on CUDA, Gloo on CPU)
-    ddp = int(os.environ.get("RANK", -1)) != -1
+def init_distributed(cfg):
+    """-> (ddp, rank, world_size, device); torchrun sets RANK, WORLD_SIZE and LOCAL_RANK."""
+    ddp = "RANK" in os.environ
+    rank, world_size, local_rank = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")) if ddp else (0, 1, 0)
     device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda"):
+        n_gpu = torch.cuda.device_count()
+        if n_gpu == 0:
+            raise ValueError(f"--device={cfg.device} but torch sees no CUDA device; use --device=cpu")
+        if ddp and int(os.environ.get("LOCAL_WORLD_SIZE", world_size)) > n_gpu:
+            raise ValueError(f"{os.environ.get('LOCAL_WORLD_SIZE', world_size)} ranks on this machine but {n_gpu} GPU(s); "
+                             f"use torchrun --nproc_per_node={n_gpu}, or --device=cpu for Gloo processes")
+        device = f"cuda:{local_rank}" if ddp else device
+        torch.cuda.set_device(device)
+    if cfg.dtype == "float16" and not device.startswith("cuda"):
+        raise ValueError("--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); use float32 or bfloat16")
     if ddp:
-        rank, world_size, local_rank = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
-        if device.startswith("cuda"):
-            device = f"cuda:{local_rank}"
-            torch.cuda.set_device(device)
         dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
-    else:
-        rank, world_size = 0, 1
-    try:
-        return _train(cfg, ddp, rank, world_size, device)
-    finally:
-        if ddp:
-            gc.collect()  # subtle: free the DDP wrapper (it sits in reference cycles) while its process group is alive
-            dist.destroy_process_group()
+    return ddp, rank, world_size, device
 
 
-def _train(cfg, ddp, rank, world_size, device):
-    master_process = rank == 0
-    device_type = "cuda" if device.startswith("cuda") else "cpu"
-    barrier = dist.barrier if ddp else (lambda: None)
+# -----------------------------------------------------------------------------
+# data: the token files, the analyzer's index, the curriculum loader
 
-    # --- batch geometry
-    if cfg.global_batch_size == 0:
-        cfg.global_batch_size = cfg.batch_size * world_size
-    if cfg.global_batch_size % (cfg.batch_size * world_size):
-        raise ValueError(f"global_batch_size {cfg.global_batch_size} is not divisible by batch_size * world_size = {cfg.batch_size} * {world_size}; change --global_batch_size or --batch_size")
-    grad_accum = cfg.global_batch_size // (cfg.batch_size * world_size)
 
-    # --- data efficiency settings
-    notes = []
-    if cfg.config:
-        if not os.path.exists(cfg.config):
-            raise ValueError(f"--config {cfg.config} does not exist; pass a DeepSpeed JSON file")
-        with open(cfg.config) as f:
-            try:
-                ds = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"--config {cfg.config} is not valid JSON ({e}); fix the file") from None
-        metrics, ltd = from_deepspeed(ds, cfg, notes)
-        if any(from_flags(cfg)):
-            raise ValueError("--config and the cl_/seqlen/random_ltd flags both set a curriculum; use one of them")
-    else:
-        metrics, ltd = from_flags(cfg)
-
-    # --- data
+def load_data(cfg, master_process, barrier):
+    """-> (train windows, val windows, meta); prepares the default corpus on first use (rank 0, the others wait)."""
     data_dir = cfg.data_dir or data.DEFAULT_DIR
     if not cfg.data_dir and not os.path.exists(os.path.join(data_dir, "meta.json")):
         if master_process:
             print0("preparing the default corpus (the Python standard library's .py files) ...")
-            data.prepare(out_dir=data_dir, block_size=cfg.block_size)
+            data.prepare(out_dir=data_dir)
         barrier()
-    meta = data.load_meta(data_dir, cfg.vocab_size or None)
+    meta = data.load_meta(data_dir, cfg.vocab_size or None)  # checks the largest token id against the vocabulary
     train_data = data.SampleWindows(os.path.join(data_dir, "train.bin"), cfg.block_size)
     val_data = data.SampleWindows(os.path.join(data_dir, "val.bin"), cfg.block_size)
+    return train_data, val_data, meta
 
-    # --- curriculum: analyzer index for difficulty metrics, a batch transform for seqlen
-    curricula, seqlen_name, seqlen_sched = [], None, None
-    for name, entry in metrics.items():
-        name = canonical_metric(name, analyzer.METRICS)
-        sched = CurriculumScheduler(entry)
-        if name in SEQLEN_METRICS:
-            if entry["max_difficulty"] > cfg.block_size:
-                raise ValueError(f"{name} max_difficulty {entry['max_difficulty']} > block_size {cfg.block_size}; set --block_size={entry['max_difficulty']}")
-            seqlen_name, seqlen_sched = name, sched
-            continue
-        if entry.get("difficulty_type") not in ("value", "percentile"):
-            raise ValueError(f"curriculum metric {name} has difficulty_type {entry.get('difficulty_type')!r}; use value or percentile")
-        curricula.append({"name": name, "difficulty_type": entry["difficulty_type"], "get_difficulty": sched.get_difficulty})
-    if curricula:
-        index_dir = os.path.join(data_dir, "index")
-        if master_process:  # rank 0 builds a missing or stale index, the others wait and load it
-            analyzer.ensure_index(train_data.path, cfg.block_size, [c["name"] for c in curricula], index_dir)
-        barrier()
-        index = analyzer.ensure_index(train_data.path, cfg.block_size, [c["name"] for c in curricula], index_dir, verbose=False)
-        for c in curricula:
-            c["index_to_sample"], c["index_to_metric"] = index[c["name"]]["index_to_sample"], index[c["name"]]["index_to_metric"]
-    sampler = CurriculumSampler(len(train_data), cfg.global_batch_size, seed=cfg.seed, rank=rank, world_size=world_size, curricula=curricula)
 
-    # --- model
-    torch.manual_seed(cfg.seed)
-    ltd_layers = tuple(ltd["random_ltd_layer_id"]) if ltd and "random_ltd_layer_id" in ltd else None
-    gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer, n_head=cfg.n_head,
-                      n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias, ltd_layers=ltd_layers)
-    model = GPT(gconf).to(device)
-    n_ltd = len(model.ltd_layers) if ltd else 0
+def load_index(train_data, metrics, master_process, barrier):
+    """The analyzer's sorted index of every admission metric; rank 0 builds a missing or stale one."""
+    names = [n for n in metrics if n not in SEQLEN_METRICS]
+    if not names:
+        return {}
+    index_dir = os.path.join(os.path.dirname(train_data.path), "index")
+    if master_process:
+        analyzer.ensure_index(train_data.path, train_data.block_size, names, index_dir)
+    barrier()
+    return analyzer.ensure_index(train_data.path, train_data.block_size, names, index_dir, verbose=False)
+
+
+# -----------------------------------------------------------------------------
+# learning rate on the effective-token clock
+
+
+def get_lr(tokens, cfg, warmup_tokens, decay_tokens, step_tokens):
+    """Linear warmup from one step's worth (as nanoGPT's (it+1)/(warmup+1)), cosine to min_lr at decay_tokens."""
+    if tokens < warmup_tokens:
+        return cfg.learning_rate * (tokens + step_tokens) / (warmup_tokens + step_tokens)
+    if tokens >= decay_tokens:
+        return cfg.min_lr
+    ratio = (tokens - warmup_tokens) / (decay_tokens - warmup_tokens)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))  # 1 -> 0
+    return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
+
+
+def kept_length(ltd_sched, step, s):
+    """random-LTD kept length r at a step, never above the sequence length (None when LTD is off)."""
+    return min(ltd_sched.get_value(step), s) if ltd_sched else None
+
+
+def decay_horizon(cfg, loader, ltd_sched, n_ltd, dense_step_tokens):
+    """Effective tokens where the cosine decay ends: --lr_decay_iters, else where the budget ends.
+
+    A step budget ends at the effective tokens the schedules will have spent by then (they are
+    pure functions of the step, so this is exact); a token budget ends at --max_tokens.
+    """
+    if cfg.lr_decay_iters:
+        return cfg.lr_decay_iters * dense_step_tokens
+    ends = [cfg.max_tokens] if cfg.max_tokens else []
+    if cfg.max_iters:
+        tokens = 0
+        for step in range(cfg.max_iters):
+            rows, s = loader.rows(step), loader.seqlen(step)
+            tokens += layer_tokens(rows, s, kept_length(ltd_sched, step, s), cfg.n_layer, n_ltd) / cfg.n_layer
+        ends.append(tokens)
+    return min(ends)
+
+
+# -----------------------------------------------------------------------------
+# checkpoints: save and restore side by side, from one explicit dict
+
+
+def run_settings(cfg, gconf, metrics, ltd, weights, lr_schedule, fingerprint, G):
+    """Everything that shapes the run's trajectory: a resume must match it (the budget may change)."""
+    return {"corpus": fingerprint, "model": asdict(gconf), "global_batch_size": G, "seed": cfg.seed, "curricula": metrics,
+            "random_ltd": ltd, "domain_weights": weights, "lr_schedule": lr_schedule, "dtype": cfg.dtype,
+            "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
+
+
+# -----------------------------------------------------------------------------
+# evaluation
+
+
+@torch.no_grad()
+def estimate_loss(model, val_data, eval_ids, batch_size, ctx, rank, world_size, ddp, device):
+    """Mean val loss over one fixed set of windows (eval_ids), shared out over ranks; train mode restored after."""
+    model.eval()
+    total = torch.zeros(2, device=device)  # (sum of per-window losses, windows)
+    mine = eval_ids[rank::world_size]
+    for chunk in (mine[i : i + batch_size] for i in range(0, len(mine), batch_size)):
+        b = torch.from_numpy(val_data.get(chunk)).to(device)
+        with ctx:
+            _, loss = model(b[:, :-1], b[:, 1:])
+        total += torch.stack([loss.float() * len(chunk), torch.tensor(float(len(chunk)), device=device)])
+    if ddp:
+        dist.all_reduce(total)
+    model.train()
+    return (total[0] / total[1]).item()
+
+
+# -----------------------------------------------------------------------------
+# setup: data, model, optimizer, schedules, resume
+
+
+class Run:
+    """The fixed parts of a run, built once by setup(); the loop's changing state is a separate dict."""
+
+    def __init__(self, **parts):
+        self.__dict__.update(parts)
+
+
+def setup(cfg, ddp, rank, world_size, device):
+    master_process, barrier = rank == 0, (dist.barrier if ddp else (lambda: None))
+    G = cfg.global_batch_size or cfg.batch_size * world_size
+    if G % (cfg.batch_size * world_size):
+        raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * {world_size}; "
+                         "change --global_batch_size or --batch_size")
+    notes = []
+    train_data, val_data, meta = load_data(cfg, master_process, barrier)
+    metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes)
+    weights = config.domain_weights(cfg.domain_weights, meta.get("domains", []))
+    loader = CurriculumLoader(train_data, G, seed=cfg.seed, rank=rank, world_size=world_size, metrics=metrics,
+                              index=load_index(train_data, metrics, master_process, barrier), deepspeed=bool(cfg.config),
+                              domain_weights=weights)
     ltd_sched = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
-    if ltd_sched and ltd["random_ltd_schedule"]["max_value"] > cfg.block_size:
-        raise ValueError(f"random_ltd max_value {ltd['random_ltd_schedule']['max_value']} > block_size {cfg.block_size}; set --block_size={ltd['random_ltd_schedule']['max_value']} or lower max_value")
-    ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # per-rank token choices
-    optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
-
-    # --- mixed precision
-    dtype = cfg.dtype
-    if dtype == "auto":
-        dtype = "bfloat16" if device_type == "cuda" and torch.cuda.is_bf16_supported() else "float32"
+    if ltd_sched and ltd_sched.max > cfg.block_size:
+        raise ValueError(f"random_ltd max_value {ltd_sched.max} > block_size {cfg.block_size}; "
+                         f"set --block_size={ltd_sched.max} or lower max_value")
+    # --- model: the same init on every rank, then per-rank dropout and random-LTD streams
+    torch.manual_seed(cfg.seed)
+    gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer, n_head=cfg.n_head,
+                      n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias,
+                      ltd_layers=tuple(ltd["random_ltd_layer_id"]) if ltd else None)
+    raw_model = GPT(gconf).to(device)
+    torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's seed offset
+    ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # kept tokens differ across ranks
+    device_type = device.split(":")[0]
+    optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
+    dtype = cfg.dtype if cfg.dtype != "auto" else ("bfloat16" if device_type == "cuda" and torch.cuda.is_bf16_supported() else "float32")
     ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=getattr(torch, dtype))
-
-    # --- resume
-    iter_num, raw_tokens, layer_tok, best_val_loss = 0, 0, 0, float("inf")  # token clock: raw and layer tokens
-    ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
-    if cfg.resume:
-        if not os.path.exists(ckpt_path):
-            raise ValueError(f"--resume but no checkpoint at {ckpt_path}; run without --resume first or fix --out_dir")
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
-        for k in ("block_size", "n_layer", "n_head", "n_embd", "bias", "global_batch_size", "seed"):
-            if ckpt["config"][k] != getattr(cfg, k):
-                raise ValueError(f"checkpoint {ckpt_path} has {k}={ckpt['config'][k]} but this run has {getattr(cfg, k)}; set --{k}={ckpt['config'][k]} or use another --out_dir")
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        sampler.load_state_dict(ckpt["sampler"])
-        iter_num, raw_tokens, layer_tok, best_val_loss = ckpt["iter_num"], ckpt["raw_tokens"], ckpt["layer_tokens"], ckpt["best_val_loss"]
-        torch.set_rng_state(ckpt["rng"]["torch"].cpu())  # subtle: map_location moved it to the device
-        ltd_gen.set_state(ckpt["rng"]["ltd"][rank % len(ckpt["rng"]["ltd"])].to(ltd_gen.get_state().device))
-        if device_type == "cuda" and ckpt["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(ckpt["rng"]["cuda"].cpu())
-    raw_model = model
-    if cfg.compile:
-        model = torch.compile(model)
+    model = torch.compile(raw_model) if cfg.compile else raw_model
     if ddp:
         model = DDP(model, device_ids=[int(device.split(":")[1])] if device_type == "cuda" else None)
-
     # --- schedules on the effective-token clock
-    L = cfg.n_layer
-    dense_step_tokens = cfg.global_batch_size * cfg.block_size
+    n_ltd = len(ltd["random_ltd_layer_id"]) if ltd else 0
+    dense_step_tokens = G * cfg.block_size
     warmup_tokens = cfg.warmup_iters * dense_step_tokens
-    decay_tokens = cfg.lr_decay_iters * dense_step_tokens if cfg.lr_decay_iters else (cfg.max_tokens or cfg.max_iters * dense_step_tokens)
+    decay_tokens = decay_horizon(cfg, loader, ltd_sched, n_ltd, dense_step_tokens)
+    n_eval = min(cfg.eval_samples, len(val_data))
+    eval_ids = np.arange(n_eval) * (len(val_data) // n_eval)  # evenly spread, the same for any batch or world size
+    settings = run_settings(cfg, gconf, metrics, ltd, weights, [cfg.learning_rate, cfg.min_lr, warmup_tokens, decay_tokens],
+                            data.fingerprint(os.path.dirname(train_data.path)), G)
+    return Run(cfg=cfg, ddp=ddp, rank=rank, world_size=world_size, device=device, master_process=master_process,
+               model=model, raw_model=raw_model, optimizer=optimizer, scaler=torch.amp.GradScaler(enabled=dtype == "float16"),
+               loader=loader, ltd_sched=ltd_sched, ltd_gen=ltd_gen, n_ltd=n_ltd, grad_accum=G // (cfg.batch_size * world_size),
+               ctx=ctx, dtype=dtype, G=G, dense_step_tokens=dense_step_tokens, warmup_tokens=warmup_tokens,
+               decay_tokens=decay_tokens, val_data=val_data, eval_ids=eval_ids, train_data=train_data, meta=meta,
+               metrics=metrics, ltd=ltd, notes=notes, settings=settings, ckpt_path=os.path.join(cfg.out_dir, "ckpt.pt"))
 
-    def seqlen_at(step):
-        return seqlen_sched.get_difficulty(step) if seqlen_sched else cfg.block_size
 
-    def keep_at(step):
-        return min(ltd_sched.get_value(step), seqlen_at(step)) if ltd_sched else None
+def checkpoint(run, state, rngs):
+    return {"model": run.raw_model.state_dict(), "optimizer": run.optimizer.state_dict(), "scaler": run.scaler.state_dict(),
+            "sampler": run.loader.state_dict(), "state": dict(state), "rng": rngs, "settings": run.settings,
+            "config": asdict(run.cfg)}
 
-    def get_batch(ids):
-        """Sample ids -> (x, y) list of grad_accum micro-batches, after the seqlen curriculum."""
-        batch = train_data.get(ids)  # (B * grad_accum, T+1) int64
-        s = seqlen_at(iter_num)
-        if seqlen_name == "seqlen_truncate":
-            batch = seqlen_truncate(batch, s)
-        elif seqlen_name == "seqlen_reshape":
-            batch = seqlen_reshape(batch, s)
-        batch = torch.from_numpy(np.ascontiguousarray(batch))
-        if device_type == "cuda":
-            batch = batch.pin_memory().to(device, non_blocking=True)
-        return [(b[:, :-1], b[:, 1:]) for b in batch.chunk(grad_accum)]
 
-    @torch.no_grad()
-    def estimate_loss():
-        """Mean val loss over one fixed set of eval_iters * batch_size windows, shared out over ranks."""
-        model.eval()
-        n = cfg.eval_iters * cfg.batch_size
-        ids = (np.arange(n) * max(1, len(val_data) // n)) % len(val_data)  # evenly spread, same for any world size
-        total = torch.zeros(2, device=device)  # (sum of losses * rows, rows)
-        for chunk in np.array_split(ids[rank::world_size], cfg.eval_iters):
-            if len(chunk):
-                b = torch.from_numpy(val_data.get(chunk)).to(device)
-                with ctx:
-                    _, loss = model(b[:, :-1], b[:, 1:])
-                total += torch.stack([loss.float() * len(chunk), torch.tensor(float(len(chunk)), device=device)])
-        if ddp:
-            dist.all_reduce(total)
-        model.train()
-        return (total[0] / total[1]).item()
+def restore(run, ckpt):
+    """The inverse of checkpoint(): refuses a checkpoint of another corpus or other settings."""
+    check_resume(ckpt["settings"], run.settings, run.ckpt_path)
+    run.raw_model.load_state_dict(ckpt["model"])
+    run.optimizer.load_state_dict(ckpt["optimizer"])
+    run.scaler.load_state_dict(ckpt["scaler"])
+    run.loader.load_state_dict(ckpt["sampler"])
+    restore_rng(ckpt["rng"], run.rank, run.ltd_gen, run.device)
+    if len(ckpt["rng"]) != run.world_size:
+        print0(f"note: the checkpoint was written by {len(ckpt['rng'])} rank(s), this run has {run.world_size}: "
+               "it continues with the same global batches, but dropout and random-LTD draw other tokens")
+    return dict(ckpt["state"])
 
-    def save():
-        data.atomic_write(ckpt_path, lambda f: torch.save({"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "iter_num": iter_num,
-                     "config": asdict(cfg), "model_args": asdict(gconf), "sampler": sampler.state_dict(),
-                     "raw_tokens": raw_tokens, "layer_tokens": layer_tok, "best_val_loss": best_val_loss,
-                     "rng": {"torch": torch.get_rng_state(), "ltd": ltd_states,
-                             "cuda": torch.cuda.get_rng_state() if device_type == "cuda" else None}}, f))
 
-    # --- startup summary
-    print0(f"data {data_dir}: {len(train_data):,} train / {len(val_data):,} val windows of {cfg.block_size}+1 tokens, vocab {meta['vocab_size']}")
-    print0(f"model: {raw_model.get_num_params() / 1e6:.2f}M parameters, {L} layers; device {device}, {dtype}, world size {world_size}")
-    print0(f"batch: {cfg.global_batch_size} rows/step = {cfg.batch_size} x {grad_accum} accum x {world_size} ranks; {dense_step_tokens:,} dense tokens/step")
-    for note in notes:
+def print_summary(run):
+    cfg, L = run.cfg, run.cfg.n_layer
+    print0(f"data {os.path.dirname(run.train_data.path)}: {len(run.train_data):,} train / {len(run.val_data):,} val windows of "
+           f"{cfg.block_size}+1 tokens, vocab {run.meta['vocab_size']}; eval on {len(run.eval_ids)} fixed val windows")
+    print0(f"model: {run.raw_model.get_num_params() / 1e6:.2f}M parameters, {L} layers; device {run.device}, {run.dtype}, "
+           f"world size {run.world_size}, {torch.get_num_threads()} torch threads per process")
+    print0(f"batch: {run.G} rows/step = {cfg.batch_size} x {run.grad_accum} accum x {run.world_size} ranks; "
+           f"{run.dense_step_tokens:,} dense tokens/step")
+    print0(f"lr: warmup to {cfg.learning_rate:g} over {run.warmup_tokens:,} effective tokens, cosine to {cfg.min_lr:g} "
+           f"at {run.decay_tokens:,.0f}")
+    for note in run.notes:
         print0("note:", note)
-    if metrics or ltd:
-        steps = sorted({0, cfg.max_iters // 4, cfg.max_iters // 2, 3 * cfg.max_iters // 4, cfg.max_iters})
-        for c in curricula:
-            print0(f"curriculum {c['name']} ({c['difficulty_type']}): " + ", ".join(f"step {t}: {c['get_difficulty'](t)}" for t in steps))
-        if seqlen_name:
-            print0(f"curriculum {seqlen_name}: " + ", ".join(f"step {t}: {seqlen_at(t)}" for t in steps))
-        if ltd_sched:
-            print0(f"random-LTD on layers {sorted(raw_model.ltd_layers)}: kept length " + ", ".join(f"step {t}: {keep_at(t)}" for t in steps))
-    os.makedirs(cfg.out_dir, exist_ok=True)
+    budget = config.budget_steps(cfg, run.G)
+    iters = sorted({1, budget // 4, budget // 2, 3 * budget // 4, budget} - {0})  # the N-th iteration runs step N-1
+    for name in run.metrics:
+        values = ", ".join(f"iter {n}: {run.loader.difficulties(n - 1)[name]}" for n in iters)
+        print0(f"curriculum {name} ({run.metrics[name].get('difficulty_type')}): {values}")
+    if run.ltd_sched:
+        values = ", ".join(f"iter {n}: {kept_length(run.ltd_sched, n - 1, run.loader.seqlen(n - 1))}" for n in iters)
+        print0(f"random-LTD on layers {run.ltd['random_ltd_layer_id']}: kept length {values}")
 
-    # --- training loop
-    losses, pending, lrs, evals, val_loss, t0, t_start = [], [], [], [], None, time.time(), time.time()
-    ltd_states, start_iter = None, iter_num
+
+# -----------------------------------------------------------------------------
+# the training loop
+
+
+def train_step(run, lr, step):
+    """One optimizer step on this rank's rows of the global batch -> (mean loss on the device, global rows, s, r)."""
+    for g in run.optimizer.param_groups:
+        g["lr"] = lr
+    assert run.loader.step == step, "the batch and the token clock must describe the same step"
+    batch = torch.from_numpy(run.loader.next_batch())  # (rows, s+1) at this step's curriculum
+    if run.device.startswith("cuda"):
+        batch = batch.pin_memory().to(run.device, non_blocking=True)
+    s = batch.size(1) - 1
+    r = kept_length(run.ltd_sched, step, s)
+    loss_sum = torch.zeros((), device=run.device)  # subtle: no .item() per step, it would make the CPU wait for the GPU
+    for k, micro in enumerate(batch.chunk(run.grad_accum)):
+        last = k == run.grad_accum - 1
+        with nullcontext() if last or not run.ddp else run.model.no_sync():  # all-reduce on the last micro-step only
+            with run.ctx:
+                _, loss = run.model(micro[:, :-1], micro[:, 1:], ltd_keep=r, generator=run.ltd_gen)
+                loss = loss / run.grad_accum
+            run.scaler.scale(loss).backward()
+        loss_sum += loss.detach()
+    if run.cfg.grad_clip:
+        run.scaler.unscale_(run.optimizer)
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.cfg.grad_clip)
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
+    run.optimizer.zero_grad(set_to_none=True)
+    if run.ddp:
+        dist.all_reduce(loss_sum)  # sum over ranks, then the mean
+        loss_sum /= run.world_size
+    return loss_sum, batch.size(0) * run.world_size, s, r
+
+
+def evaluate(run, state):
+    """Val loss on the fixed set; then, if asked, a checkpoint (every rank's RNG states, written by rank 0)."""
+    val_loss = estimate_loss(run.model, run.val_data, run.eval_ids, run.cfg.batch_size, run.ctx, run.rank, run.world_size,
+                             run.ddp, run.device)
+    state["best_val_loss"] = min(state["best_val_loss"], val_loss)
+    print0(f"step {state['iter_num']}: val loss {val_loss:.4f}, effective tokens {state['layer_tokens'] / run.cfg.n_layer:,.0f}")
+    if run.cfg.save_checkpoint and state["iter_num"] > 0:
+        rngs = rng_states(run.ltd_gen, run.device)  # a collective: every rank takes part
+        if run.master_process:
+            save_checkpoint(run.ckpt_path, checkpoint(run, state, rngs))
+            state["saved_iter"] = state["iter_num"]
+    return val_loss
+
+
+def log_line(run, state, loss, lr, s, r, dt):
+    cfg, n = run.cfg, state["iter_num"]
+    dense = n * run.dense_step_tokens
+    eff = state["layer_tokens"] / cfg.n_layer
+    cl = "".join(f", {k} {v}" for k, v in run.loader.difficulties(n - 1).items() if k not in SEQLEN_METRICS)
+    print0(f"iter {n}: loss {loss:.4f}, lr {lr:.2e}{cl}, seqlen {s}, keep {r or s}, {dt * 1000:.1f}ms/step, "
+           f"{run.G * run.dense_step_tokens / run.G * s / cfg.block_size / dt:,.0f} tok/s, "
+           f"tokens {state['raw_tokens']:,} ({100 * (1 - state['raw_tokens'] / dense):.1f}% fewer than dense: seqlen), "
+           f"effective {eff:,.0f} ({100 * (1 - eff / max(1, state['raw_tokens'])):.1f}% fewer than raw: random-LTD)")
+
+
+def train_loop(run, state):
+    cfg, L = run.cfg, run.cfg.n_layer
+    out = {"losses": [], "lrs": [], "evals": [], "val_loss": None}
+    pending, start_iter, t0 = [], state["iter_num"], time.time()
     while True:
-        done = (cfg.max_iters and iter_num >= cfg.max_iters) or (cfg.max_tokens and layer_tok / L >= cfg.max_tokens)
-        if (iter_num % cfg.eval_interval == 0 and iter_num > start_iter) or done:
-            val_loss = estimate_loss()
-            best_val_loss = min(best_val_loss, val_loss)
-            evals.append((layer_tok / L, val_loss))
-            print0(f"step {iter_num}: val loss {val_loss:.4f}, effective tokens {layer_tok / L:,.0f}")
-            if cfg.save_checkpoint and iter_num > 0:
-                gathered = [ltd_gen.get_state()]
-                if ddp:  # every rank's LTD generator, so a resume on as many ranks continues exactly
-                    gathered = [None] * world_size
-                    dist.all_gather_object(gathered, ltd_gen.get_state().cpu())
-                ltd_states = gathered
-                if master_process:
-                    save()
+        eff = state["layer_tokens"] / L
+        done = (cfg.max_iters and state["iter_num"] >= cfg.max_iters) or (cfg.max_tokens and eff >= cfg.max_tokens)
+        if (state["iter_num"] % cfg.eval_interval == 0 and state["iter_num"] > start_iter) or done:
+            out["val_loss"] = evaluate(run, state)
+            out["evals"].append((eff, out["val_loss"]))
         if done:
             break
-        lr = get_lr(layer_tok / L, cfg, warmup_tokens, decay_tokens)
-        for g in optimizer.param_groups:
-            g["lr"] = lr
-        s, r = seqlen_at(iter_num), keep_at(iter_num)
-        micro = get_batch(sampler.next_batch())
-        rows = sum(x.size(0) for x, _ in micro) * world_size  # rows of length s this step, all ranks
-        loss_sum = torch.zeros((), device=device)  # mean loss of the step, kept on the device
-        for k, (x, y) in enumerate(micro):
-            sync = nullcontext() if not ddp or k == grad_accum - 1 else model.no_sync()  # all-reduce on the last micro-step
-            with sync, ctx:
-                _, loss = model(x, y, ltd_keep=r, generator=ltd_gen)
-                loss = loss / grad_accum
-            with sync:
-                loss.backward()
-            loss_sum += loss.detach()  # subtle: no .item() here, it would make the CPU wait for the GPU
-        if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        raw_tokens += rows * s
-        layer_tok += layer_tokens(rows, s, r, L, n_ltd)
-        if ddp:
-            dist.all_reduce(loss_sum)  # sum over ranks, then the mean
-            loss_sum /= world_size
-        pending.append(loss_sum)
-        lrs.append(lr)
-        iter_num += 1
-        if iter_num % cfg.log_interval == 0:
-            losses += torch.stack(pending).tolist()  # one device-to-host copy per log interval
+        lr = get_lr(eff, cfg, run.warmup_tokens, run.decay_tokens, run.dense_step_tokens)
+        loss, rows, s, r = train_step(run, lr, state["iter_num"])
+        state["raw_tokens"] += rows * s
+        state["layer_tokens"] += layer_tokens(rows, s, r, L, run.n_ltd)
+        state["iter_num"] += 1
+        pending.append(loss)
+        out["lrs"].append(lr)
+        if state["iter_num"] % cfg.log_interval == 0:
+            out["losses"] += torch.stack(pending).tolist()  # one device-to-host copy per log interval
             pending.clear()
-            dt = (time.time() - t0) / cfg.log_interval
-            t0 = time.time()
-            cl = "".join(f", {c['name']} {c['get_difficulty'](iter_num - 1)}" for c in curricula)
-            eff = layer_tok / L
-            print0(f"iter {iter_num}: loss {losses[-1]:.4f}, lr {lr:.2e}{cl}, seqlen {s}, keep {r if r else s}, "
-                   f"{dt * 1000:.1f}ms/step, {rows * s / dt:,.0f} tok/s, tokens {raw_tokens:,}, "
-                   f"effective {eff:,.0f} (saving {100 * (1 - eff / max(1, iter_num * dense_step_tokens)):.1f}% vs dense)")
-    losses += torch.stack(pending).tolist() if pending else []
-    elapsed = time.time() - t_start
-    return {"losses": losses, "lrs": lrs, "evals": evals, "val_loss": val_loss, "iter_num": iter_num, "raw_tokens": raw_tokens,
-            "effective_tokens": layer_tok / L, "time": elapsed, "model": raw_model, "meta": meta, "train_data": train_data}
+            dt, t0 = (time.time() - t0) / cfg.log_interval, time.time()
+            log_line(run, state, out["losses"][-1], lr, s, r, dt)
+    out["losses"] += torch.stack(pending).tolist() if pending else []
+    return out
+
+
+def train(cfg):
+    """Run training with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)], val_loss, tokens, model."""
+    config.check(cfg)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    ddp, rank, world_size, device = init_distributed(cfg)
+    lock, t_start = None, time.time()
+    state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0, "best_val_loss": float("inf"), "saved_iter": None}
+    try:
+        lock = lock_run_dir(cfg) if rank == 0 else None
+        run = setup(cfg, ddp, rank, world_size, device)
+        if cfg.resume:
+            state = restore(run, load_checkpoint(run.ckpt_path, device))
+        print_summary(run)
+        out = train_loop(run, state)
+    except KeyboardInterrupt:
+        saved = state["saved_iter"] if state["saved_iter"] is not None else "none this run"
+        raise ValueError(f"interrupted at iter {state['iter_num']}; last checkpoint written at iter {saved} "
+                         f"({os.path.join(cfg.out_dir, 'ckpt.pt')}); continue with --resume") from None
+    finally:
+        if lock is not None:
+            os.close(lock)
+        if ddp:
+            gc.collect()  # subtle: free the DDP wrapper (it sits in reference cycles) while its process group is alive
+            dist.destroy_process_group()
+    if cfg.compile:
+        print0(f"torch.compile: {torch._dynamo.utils.counters['stats']['unique_graphs']} compilations")
+    return {**out, "iter_num": state["iter_num"], "raw_tokens": state["raw_tokens"], "effective_tokens": state["layer_tokens"] / cfg.n_layer,
+            "time": time.time() - t_start, "model": run.raw_model, "meta": run.meta, "train_data": run.train_data, "val_data": run.val_data}
 
 
 def unigram_entropy(train_data):
     """Entropy (nats) of the train split's token frequencies: the loss of a model that ignores context."""
-    counts = np.bincount(np.asarray(train_data.data), minlength=1).astype(np.float64)
+    counts = analyzer.unigram_counts(train_data.path).astype(np.float64)  # read in chunks: memory stays flat
     p = counts[counts > 0] / counts.sum()
     return float(-(p * np.log(p)).sum())
 
 
+def sample(model, val_data, n_tokens, seed):
+    """Text generated from the first line of the val split (the corpus's own text, not a fixed prompt)."""
+    head = np.asarray(val_data.data[:64]).astype(np.int64)
+    newline = np.flatnonzero((head == ord("\n")) | (head == data.EOT))
+    start = torch.from_numpy(head[: newline[0] + 1 if len(newline) else 16])[None].to(next(model.parameters()).device)
+    gen = torch.Generator(device=start.device).manual_seed(seed)
+    return data.decode(model.eval().generate(start, n_tokens, temperature=0.8, top_k=50, generator=gen)[0].tolist())
+
+
 def main(argv=None):
+    master_process = int(os.environ.get("RANK", 0)) == 0
     try:
-        cfg = parse_args(sys.argv[1:] if argv is None else argv)
+        cfg = config.parse_args(sys.argv[1:] if argv is None else argv)
         out = train(cfg)
-    except ValueError as e:
-        sys.exit(f"error: {e}")
-    if int(os.environ.get("RANK", 0)) == 0:
+    except (ValueError, OSError) as e:
+        if master_process:  # under torchrun: one line, not one per rank
+            print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    if master_process:
         h = unigram_entropy(out["train_data"])
         print(f"done: {out['iter_num']} steps in {out['time']:.0f}s, val loss {out['val_loss']:.4f} "
               f"(unigram entropy of the data {h:.4f}; lower means the model uses context)")
         if cfg.sample_tokens and out["meta"].get("tokenizer") == "bytes":
-            model = out["model"].eval()
-            start = torch.from_numpy(data.encode("def ").astype(np.int64))[None].to(next(model.parameters()).device)
-            gen = torch.Generator(device=start.device).manual_seed(cfg.seed)
-            print("sample:\n" + data.decode(model.generate(start, cfg.sample_tokens, temperature=0.8, top_k=50, generator=gen)[0].tolist()))
+            print("sample:\n" + sample(out["model"], out["val_data"], cfg.sample_tokens, cfg.seed))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,100 @@
+"""
+The run directory: one lock per run, checkpoints written atomically with a checksum, and resume checks.
+
+Follows nanoGPT's out_dir/ckpt.pt (torch.save of a dict; `torch.load` reads our files too). What
+a checkpoint holds is train.py's business (its checkpoint() and restore() stand side by side);
+this file makes sure that what is on disk is whole, ours, and matches the run that resumes it:
+
+    file = torch.save(ckpt) bytes + SHA-256 of those bytes (32 bytes)
+
+But:
+- a truncated, bit-flipped, empty or foreign file is one clear error, never a traceback or a
+  silently wrong model (torch.load alone accepts many bit flips);
+- a second trainer on the same out_dir, or a fresh run over an existing checkpoint, is refused
+  (DeepSpeed and nanoGPT overwrite it silently);
+- a resume compares the settings that shape the run (corpus fingerprint, model, batch, seed,
+  schedules, LR horizon, optimizer) and names every one that changed.
+"""
+
+import fcntl
+import hashlib
+import io
+import os
+
+import torch
+import torch.distributed as dist
+
+import data
+
+
+def save_checkpoint(path, ckpt):
+    """torch.save + a 32-byte SHA-256 of it at the end (torch.load still reads the file), written atomically."""
+    buf = io.BytesIO()
+    torch.save(ckpt, buf)
+    blob = buf.getvalue()
+    try:
+        data.atomic_write(path, lambda f: f.write(blob + hashlib.sha256(blob).digest()))
+    except OSError as e:
+        raise ValueError(f"could not write checkpoint {path} ({e.strerror or e}); the previous one is intact; "
+                         "free some space or pick another --out_dir") from None
+
+
+def load_checkpoint(path, device):
+    if not os.path.isfile(path):
+        raise ValueError(f"--resume but no checkpoint at {path}; run without --resume first or fix --out_dir")
+    blob = open(path, "rb").read()
+    if len(blob) < 32 or hashlib.sha256(blob[:-32]).digest() != blob[-32:]:
+        raise ValueError(f"{path} is damaged or not a checkpoint of train.py (checksum mismatch); "
+                         "restore a copy, or start afresh with --overwrite")
+    return torch.load(io.BytesIO(blob[:-32]), map_location=device, weights_only=False)
+
+
+def check_resume(saved, settings, path):
+    """One line naming every setting that differs between the checkpoint and this run."""
+    changed = [f"{k} {saved.get(k)!r:.60} -> {v!r:.60}" for k, v in settings.items() if saved.get(k) != v]
+    if changed:
+        raise ValueError(f"--resume from {path} would change the run: {'; '.join(changed)}; "
+                         "pass the checkpoint's settings again, or start a new --out_dir")
+
+
+def lock_run_dir(cfg):
+    """Take out_dir/.lock (held until the process exits) and refuse to replace a checkpoint by accident."""
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    fd = os.open(os.path.join(cfg.out_dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if not cfg.resume and not cfg.overwrite and cfg.save_checkpoint and os.path.exists(os.path.join(cfg.out_dir, "ckpt.pt")):
+            raise ValueError(f"{cfg.out_dir}/ckpt.pt exists; continue it with --resume, pick another --out_dir, "
+                             "or replace it with --overwrite")
+    except BlockingIOError:
+        os.close(fd)
+        raise ValueError(f"another trainer is running in --out_dir={cfg.out_dir}; wait for it or pick another --out_dir") from None
+    except ValueError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def gather(obj):
+    """[obj of rank 0, obj of rank 1, ...] on every rank (a collective under torchrun)."""
+    if not dist.is_initialized():
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def rng_states(ltd_gen, device):
+    """Every rank's generators (dropout, CUDA, random-LTD), so a resume on as many ranks continues exactly."""
+    mine = {"torch": torch.get_rng_state(), "ltd": ltd_gen.get_state().cpu(),
+            "cuda": torch.cuda.get_rng_state() if device.startswith("cuda") else None}
+    return gather(mine)
+
+
+def restore_rng(states, rank, ltd_gen, device):
+    """The inverse of rng_states() for this rank."""
+    mine = states[rank % len(states)]  # subtle: on another world size, resume continues, but not bit-exactly
+    torch.set_rng_state(mine["torch"].cpu())  # map_location moved it to the device
+    ltd_gen.set_state(mine["ltd"].to(ltd_gen.get_state().device))
+    if device.startswith("cuda") and mine["cuda"] is not None:
+        torch.cuda.set_rng_state(mine["cuda"].cpu())

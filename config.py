@@ -1,0 +1,369 @@
+"""
+Configuration of a training run: one dataclass, its command line, and DeepSpeed's data_efficiency section.
+
+Every option is a field of TrainConfig with its help text beside it. The command line is
+generated from the fields (`--key=value`, typed, `--help`, unknown keys rejected, as nanochat
+does it; no exec configurator as in nanoGPT). Curriculum learning and random-LTD come either
+from our flags or from a DeepSpeed config (arXiv 2212.03597; DeepSpeed's
+deepspeed/runtime/data_pipeline/config.py reads the same keys), pasted unchanged with
+`--config FILE`. Both give the same two things:
+
+    metrics = {name: one DeepSpeed curriculum_metrics entry}   # min/max_difficulty, schedule_type, ...
+    ltd     = {"random_ltd_schedule": {...}, "random_ltd_layer_id": [...]} or None
+
+This file imports no torch, so `python train.py --help` answers at once.
+
+But:
+- every value is checked where it enters (type, range, one line naming the fix), so the concept
+  files read as their algorithms;
+- schedule lengths left at 0 follow the run's budget: 40% (curricula) and 60% (random-LTD) of
+  the run's length in dense steps, from --max_iters or from --max_tokens, whichever ends the run;
+- DeepSpeed metric names map to ours (vocabularyrarity / voc -> vocab_rarity), its index and
+  cluster paths are ignored with a note, keys that only matter to DeepSpeed are accepted and
+  ignored, and any other unknown key or mistyped value is an error.
+"""
+
+import json
+import os
+import re
+from dataclasses import dataclass, field, fields
+
+
+def opt(default, help):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class TrainConfig:
+    # I/O
+    out_dir: str = opt("out", "checkpoints (ckpt.pt) and the run's lock file go here")
+    data_dir: str = opt("", 'train.bin/val.bin/meta.json; "" = the standard-library corpus, prepared on first use')
+    vocab_size: int = opt(0, "only for a nanoGPT data_dir without meta.json (e.g. 50257 for GPT-2 BPE)")
+    resume: bool = opt(False, "continue from out_dir/ckpt.pt")
+    overwrite: bool = opt(False, "start afresh even if out_dir already holds a checkpoint (it is replaced)")
+    eval_interval: int = opt(250, "evaluate (and checkpoint) every this many steps, and at the end")
+    eval_samples: int = opt(200, "validation windows per evaluation: one fixed set, the same for any batch or world size")
+    log_interval: int = opt(50, "one log line every this many steps")
+    save_checkpoint: bool = opt(True, "write out_dir/ckpt.pt at each evaluation")
+    sample_tokens: int = opt(200, "tokens generated from the model at the end (0 = none)")
+    seed: int = opt(1337, "seeds the sampler, the model init, dropout and random-LTD (offset by rank)")
+    # data and batch
+    block_size: int = opt(128, "T, tokens per sample window")
+    batch_size: int = opt(16, "micro-batch rows per rank per forward")
+    global_batch_size: int = opt(0, "rows per optimizer step over all ranks; 0 = batch_size * world_size")
+    domain_weights: str = opt("", 'share of each domain in every batch, e.g. "code=0.5,tests=0.2,prose=0.3"')
+    # model
+    n_layer: int = opt(4, "transformer blocks")
+    n_head: int = opt(4, "attention heads per block (must divide n_embd)")
+    n_embd: int = opt(128, "width of the residual stream")
+    dropout: float = opt(0.0, "dropout probability (0 for pretraining, as nanoGPT)")
+    bias: bool = opt(False, "bias in Linear and LayerNorm layers (GPT-2 had them)")
+    # optimizer and schedule (warmup/decay in effective tokens, given in steps of a dense model)
+    learning_rate: float = opt(2e-3, "peak LR")
+    min_lr: float = opt(2e-4, "LR at the end of cosine decay")
+    max_iters: int = opt(1500, "stop after this many optimizer steps (0 = no step limit)")
+    max_tokens: int = opt(0, "stop once effective tokens reach this (0 = no token limit)")
+    warmup_iters: int = opt(50, "warmup length, in dense steps (global_batch_size * block_size tokens each)")
+    lr_decay_iters: int = opt(0, "decay length in dense steps; 0 = until the run's budget ends")
+    weight_decay: float = opt(0.1, "AdamW weight decay on matrices (not on biases and LayerNorm gains)")
+    beta1: float = opt(0.9, "AdamW beta1")
+    beta2: float = opt(0.99, "AdamW beta2")
+    grad_clip: float = opt(1.0, "clip gradient norm at this value (0 = off)")
+    # system
+    device: str = opt("auto", "auto, cpu, cuda, cuda:1, ... (torchrun with cuda: one GPU per rank)")
+    dtype: str = opt("auto", "auto (bfloat16 on CUDA when supported, else float32), float32, bfloat16, float16 (CUDA)")
+    compile: bool = opt(False, "torch.compile the model")
+    threads: int = opt(0, "torch CPU threads per process; 0 = torch's default (on a busy machine 1 can be faster)")
+    # curriculum learning (or set them from a DeepSpeed file with --config)
+    config: str = opt("", "DeepSpeed JSON whose data_efficiency section sets curriculum and random-LTD")
+    cl_metric: str = opt("", 'difficulty metric of the analyzer, e.g. vocab_rarity ("" = none)')
+    cl_difficulty_type: str = opt("percentile", "percentile (the easiest d of cl_max) or value (metric <= d)")
+    cl_min: float = opt(1, "min_difficulty")
+    cl_max: float = opt(100, "max_difficulty")
+    cl_schedule: str = opt("fixed_root", "fixed_linear, fixed_root or fixed_discrete")
+    cl_total_step: int = opt(0, "total_curriculum_step; 0 = 40% of the run's budget in dense steps")
+    cl_difficulty_step: int = opt(1, "difficulty_step")
+    cl_root_degree: int = opt(2, "root_degree of fixed_root")
+    cl_discrete_difficulty: str = opt("", 'fixed_discrete difficulties, e.g. "10,50,100"')
+    cl_discrete_max_step: str = opt("", 'fixed_discrete last step of each difficulty but the last, e.g. "100,300"')
+    seqlen: str = opt("", 'sequence-length curriculum: truncate, reshape or "" (off)')
+    seqlen_min: int = opt(16, "first sequence length")
+    seqlen_schedule: str = opt("fixed_linear", "fixed_linear or fixed_root (degree 2)")
+    seqlen_total_step: int = opt(0, "steps to reach block_size; 0 = 40% of the run's budget in dense steps")
+    seqlen_step: int = opt(8, "difficulty_step of the length")
+    # random-LTD
+    random_ltd: bool = opt(False, "drop tokens in the middle layers")
+    ltd_min: int = opt(0, "first kept length (min_value); 0 = block_size // 4")
+    ltd_require_steps: int = opt(0, "steps until every token is kept (require_steps); 0 = 60% of the budget")
+    ltd_seq_per_step: int = opt(8, "kept length grows in multiples of this (seq_per_step)")
+    ltd_layers: str = opt("", 'comma-separated dropping layers; "" = 1 .. n_layer-2')
+
+
+USAGE = """usage: python train.py [--key=value ...]
+       torchrun --standalone --nproc_per_node=N train.py [--key=value ...]
+
+    python train.py                                          # small GPT on the standard library, a few CPU minutes
+    python train.py --config examples/ds_config_cl_ltd.json  # a DeepSpeed data_efficiency section, unchanged
+
+--max_iters=0 --max_tokens=N runs on a token budget; the two cannot both be 0."""
+
+
+def print_help():
+    print(USAGE + "\n\noptions (--key=value; booleans also as --key):")
+    for f in fields(TrainConfig):
+        print(f"  --{f.name:<24} {f.default!r:<14} {f.metadata['help']}")
+
+
+# -----------------------------------------------------------------------------
+# command line
+
+
+def parse_value(name, typ, text):
+    if typ is bool:
+        if text.lower() in ("1", "true", "yes", "on", ""):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"--{name} expects true or false, got {text!r}")
+    try:
+        return typ(text)
+    except ValueError:
+        raise ValueError(f"--{name} expects {typ.__name__}, got {text!r}") from None
+
+
+def parse_args(argv):
+    """--key=value (or --key value, or --flag for booleans) -> checked TrainConfig; ValueError on bad input."""
+    cfg, types = TrainConfig(), {f.name: type(f.default) for f in fields(TrainConfig)}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("--"):
+            raise ValueError(f"unexpected argument {arg!r}; options look like --key=value (see --help)")
+        key, eq, val = arg[2:].partition("=")
+        if key not in types:
+            raise ValueError(f"unknown option --{key}; see python train.py --help for the list")
+        if not eq and types[key] is not bool:
+            if i + 1 >= len(argv):
+                raise ValueError(f"--{key} needs a value, e.g. --{key}={getattr(cfg, key)!r}")
+            i, val = i + 1, argv[i + 1]
+        setattr(cfg, key, parse_value(key, types[key], val))
+        i += 1
+    check(cfg)
+    return cfg
+
+
+def int_list(name, text):
+    try:
+        return [int(x) for x in text.split(",")] if text else []
+    except ValueError:
+        raise ValueError(f"--{name}={text} must be comma-separated integers, e.g. --{name}=1,2") from None
+
+
+def check(cfg):
+    """One line per bad value, naming the flag and the fix."""
+    for name in ("batch_size", "eval_interval", "log_interval", "eval_samples", "n_layer", "n_head", "n_embd", "block_size"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"--{name}={getattr(cfg, name)} must be at least 1")
+    for name in ("global_batch_size", "max_iters", "max_tokens", "warmup_iters", "lr_decay_iters", "sample_tokens", "threads",
+                 "vocab_size", "grad_clip", "weight_decay", "min_lr", "ltd_min", "cl_total_step", "seqlen_total_step",
+                 "ltd_require_steps"):
+        if getattr(cfg, name) < 0:
+            raise ValueError(f"--{name}={getattr(cfg, name)} must not be negative")
+    if cfg.max_iters == 0 and cfg.max_tokens == 0:
+        raise ValueError("--max_iters=0 and --max_tokens=0 would train without end; set one of them")
+    if cfg.n_embd % cfg.n_head:
+        raise ValueError(f"--n_head={cfg.n_head} does not divide --n_embd={cfg.n_embd}; pick n_embd a multiple of n_head")
+    if not 0 <= cfg.dropout < 1 or cfg.learning_rate <= 0:
+        raise ValueError("--dropout must be in [0, 1) and --learning_rate positive")
+    if cfg.dtype not in ("auto", "float32", "bfloat16", "float16"):
+        raise ValueError(f"--dtype={cfg.dtype} unknown; use auto, float32, bfloat16 or float16")
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
+        raise ValueError(f"--device={cfg.device} unknown; use auto, cpu, cuda or cuda:N")
+    if cfg.seqlen not in ("", "truncate", "reshape"):
+        raise ValueError(f"--seqlen={cfg.seqlen} unknown; use truncate or reshape")
+    if cfg.cl_schedule == "fixed_discrete" and cfg.cl_metric and not cfg.cl_discrete_difficulty:
+        raise ValueError("--cl_schedule=fixed_discrete needs --cl_discrete_difficulty=d1,d2,... and --cl_discrete_max_step=s1,...")
+    int_list("ltd_layers", cfg.ltd_layers)
+    if os.path.isdir(cfg.config):
+        raise ValueError(f"--config={cfg.config} is a directory; pass a DeepSpeed JSON file")
+
+
+def budget_steps(cfg, global_batch_size):
+    """The run's length in dense steps: max_iters, or max_tokens / (G * T), whichever ends it first."""
+    by_tokens = cfg.max_tokens // (global_batch_size * cfg.block_size) if cfg.max_tokens else float("inf")
+    return max(1, int(min(cfg.max_iters or float("inf"), by_tokens)))
+
+
+def domain_weights(text, names):
+    """'code=2,prose=1' or '2,1' over the corpus's domains -> one weight per domain id, summing to 1."""
+    if not text:
+        return None
+    if len(names) < 2:
+        raise ValueError(f"--domain_weights given but the corpus has {len(names)} domain(s); prepare it with domains (data.py)")
+    parts = [p.partition("=") for p in text.split(",")]
+    try:
+        named = {k: float(v) for k, eq, v in parts} if all(eq for _, eq, _ in parts) else dict(zip(names, map(float, text.split(","))))
+    except ValueError:
+        raise ValueError(f"--domain_weights={text} must be numbers, e.g. {','.join(f'{n}=1' for n in names)}") from None
+    if set(named) != set(names) or any(w < 0 for w in named.values()) or sum(named.values()) <= 0:
+        raise ValueError(f"--domain_weights={text} must give a non-negative weight to each of {', '.join(names)}")
+    total = sum(named.values())
+    return [named[n] / total for n in names]
+
+
+# -----------------------------------------------------------------------------
+# curriculum and random-LTD settings, from our flags or a DeepSpeed config
+
+VOCAB_RARITY_NAMES = ("vocab_rarity", "vocabularyrarity", "voc")
+SEQLEN_METRICS = ("seqlen_truncate", "seqlen_reshape")
+DS_ONLY_KEYS = {  # accepted and ignored: they only matter to DeepSpeed itself
+    "index_to_sample_path", "index_to_metric_path", "data_cluster_path", "clustering_type", "model_mask_name",
+    "model_type", "hidden_state_order", "num_workers", "num_epochs", "layer_token_lr_schedule", "seed",
+}
+DS_TOP_IGNORED = {"optimizer", "scheduler", "fp16", "bf16", "zero_optimization", "gradient_clipping", "steps_per_print",
+                  "wall_clock_breakdown", "prescale_gradients", "zero_allow_untested_optimizer", "flops_profiler",
+                  "activation_checkpointing", "tensorboard", "wandb", "comms_logger", "gradient_accumulation_steps"}
+DS_TYPES = {  # the type every known DeepSpeed key must have; a value of another type is a one-line error
+    **dict.fromkeys(("data_efficiency", "data_sampling", "curriculum_learning", "curriculum_metrics", "schedule_config",
+                     "data_routing", "random_ltd", "random_ltd_schedule"), dict),
+    **dict.fromkeys(("min_difficulty", "max_difficulty", "total_curriculum_step", "difficulty_step", "root_degree", "min_value",
+                     "max_value", "require_steps", "seq_per_step", "total_layer_num", "random_ltd_layer_num",
+                     "train_batch_size", "train_micro_batch_size_per_gpu"), (int, float)),
+    **dict.fromkeys(("difficulty", "max_step", "random_ltd_layer_id"), list),
+    "enabled": bool, "difficulty_type": str, "schedule_type": str,
+}
+
+
+def data_efficiency(cfg, global_batch_size, known_metrics, notes):
+    """-> (metrics, ltd): curricula {canonical name: DeepSpeed entry} and random-LTD (None = off), checked.
+
+    ltd["random_ltd_layer_id"] is always filled in (default 1 .. n_layer-2): the model and the clock use it.
+    """
+    if cfg.config:
+        metrics, ltd = from_deepspeed(read_json(cfg.config), cfg, global_batch_size, notes)
+        if any(from_flags(cfg, global_batch_size)):
+            raise ValueError("--config and the cl_/seqlen/random_ltd flags both set a curriculum; use one of them")
+    else:
+        metrics, ltd = from_flags(cfg, global_batch_size)
+    metrics = {canonical_metric(name, known_metrics): entry for name, entry in metrics.items()}
+    if sum(name in SEQLEN_METRICS for name in metrics) > 1:
+        raise ValueError("both seqlen_truncate and seqlen_reshape are set; keep one sequence-length curriculum")
+    if ltd:
+        layers = ltd.get("random_ltd_layer_id") or list(range(1, cfg.n_layer - 1))
+        bad = [i for i in layers if not (isinstance(i, int) and 0 <= i < cfg.n_layer)]
+        if not layers or bad:
+            raise ValueError(f"random-LTD needs dropping layers inside 0..{cfg.n_layer - 1} (got {bad or 'none'}); "
+                             f"use --n_layer=3 or more, or list them with --ltd_layers")
+        ltd = {**ltd, "random_ltd_layer_id": sorted(set(layers))}
+    return metrics, ltd
+
+
+def read_json(path):
+    if not os.path.isfile(path):
+        raise ValueError(f"--config {path} is not a file; pass a DeepSpeed JSON file")
+    try:
+        with open(path) as f:
+            ds = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"--config {path} is not valid JSON ({e}); fix the file") from None
+    if not isinstance(ds, dict):
+        raise ValueError(f"--config {path} must hold a JSON object, got {type(ds).__name__}")
+    return ds
+
+
+def from_flags(cfg, global_batch_size):
+    """The cl_/seqlen_/ltd_ flags as DeepSpeed-format dicts: ({name: curriculum entry}, random_ltd or None)."""
+    steps, metrics = budget_steps(cfg, global_batch_size), {}
+    if cfg.cl_metric:
+        sc = {"total_curriculum_step": cfg.cl_total_step or max(1, int(0.4 * steps)), "difficulty_step": cfg.cl_difficulty_step}
+        if cfg.cl_schedule == "fixed_root":
+            sc["root_degree"] = cfg.cl_root_degree
+        if cfg.cl_schedule == "fixed_discrete":
+            sc = {"difficulty": int_list("cl_discrete_difficulty", cfg.cl_discrete_difficulty),
+                  "max_step": int_list("cl_discrete_max_step", cfg.cl_discrete_max_step)}
+        metrics[cfg.cl_metric] = {"difficulty_type": cfg.cl_difficulty_type, "min_difficulty": cfg.cl_min, "max_difficulty": cfg.cl_max,
+                                  "schedule_type": cfg.cl_schedule, "schedule_config": sc}
+    if cfg.seqlen:
+        sc = {"total_curriculum_step": cfg.seqlen_total_step or max(1, int(0.4 * steps)), "difficulty_step": cfg.seqlen_step}
+        if cfg.seqlen_schedule == "fixed_root":
+            sc["root_degree"] = 2
+        metrics["seqlen_" + cfg.seqlen] = {"difficulty_type": "value", "min_difficulty": cfg.seqlen_min, "max_difficulty": cfg.block_size,
+                                           "schedule_type": cfg.seqlen_schedule, "schedule_config": sc}
+    ltd = None
+    if cfg.random_ltd:
+        sc = {"require_steps": cfg.ltd_require_steps or max(1, int(0.6 * steps)), "seq_per_step": cfg.ltd_seq_per_step}
+        ltd = {"random_ltd_schedule": {"min_value": cfg.ltd_min or cfg.block_size // 4, "max_value": cfg.block_size,
+                                       "schedule_type": "fixed_linear", "schedule_config": sc},
+               "random_ltd_layer_id": int_list("ltd_layers", cfg.ltd_layers)}
+    return metrics, ltd
+
+
+def check_keys(d, allowed, where):
+    for k in d:
+        if k not in allowed and k not in DS_ONLY_KEYS:
+            raise ValueError(f"unknown key {k!r} in {where} of --config; known: {', '.join(sorted(allowed))}")
+
+
+def check_types(obj, where="the top level"):
+    """Walk the config: every known key must hold its DS_TYPES type (numbers are never strings or booleans)."""
+    for k, v in obj.items():
+        want = DS_TYPES.get(k)
+        if want and (not isinstance(v, want) or (want != bool and isinstance(v, bool))):
+            kind = {dict: "an object {...}", list: "a list [...]", bool: "true or false", str: "a string"}.get(want, "a number")
+            raise ValueError(f"--config: {k} in {where} must be {kind}, got {json.dumps(v)}")
+        if isinstance(v, dict):
+            check_types(v, k)
+
+
+def from_deepspeed(ds, cfg, global_batch_size, notes):
+    """A DeepSpeed config dict -> ({name: curriculum entry}, random_ltd or None), checked against the run."""
+    check_types(ds)
+    check_keys({k: 0 for k in ds if k not in DS_TOP_IGNORED}, {"train_batch_size", "train_micro_batch_size_per_gpu", "data_efficiency"},
+               "the top level")
+    for key, ours, flag in (("train_batch_size", global_batch_size, "global_batch_size"), ("train_micro_batch_size_per_gpu", cfg.batch_size, "batch_size")):
+        if key in ds and ds[key] != ours:
+            raise ValueError(f"--config has {key} {ds[key]} but this run has {ours}; set --{flag}={ds[key]}")
+    de = ds.get("data_efficiency", {})
+    check_keys(de, {"enabled", "data_sampling", "data_routing"}, "data_efficiency")
+    metrics, ltd = {}, None
+    if not de.get("enabled", False):
+        return metrics, ltd
+    sampling = de.get("data_sampling", {})
+    check_keys(sampling, {"enabled", "curriculum_learning"}, "data_sampling")
+    cl = sampling.get("curriculum_learning", {})
+    check_keys(cl, {"enabled", "curriculum_metrics"}, "curriculum_learning")
+    if sampling.get("enabled", False) and cl.get("enabled", False):
+        for name, entry in cl.get("curriculum_metrics", {}).items():
+            if not isinstance(entry, dict):
+                raise ValueError(f"--config: curriculum_metrics.{name} must be an object {{...}}, got {json.dumps(entry)}")
+            check_keys(entry, {"difficulty_type", "min_difficulty", "max_difficulty", "schedule_type", "schedule_config"},
+                       f"curriculum_metrics.{name}")
+            metrics[name] = {k: v for k, v in entry.items() if k not in DS_ONLY_KEYS}
+        if any(k in DS_ONLY_KEYS for e in cl.get("curriculum_metrics", {}).values() for k in e) or "data_cluster_path" in cl:
+            notes.append("DeepSpeed index/cluster paths in --config are ignored; this run uses analyzer.py's index")
+    routing = de.get("data_routing", {})
+    check_keys(routing, {"enabled", "random_ltd"}, "data_routing")
+    r = routing.get("random_ltd", {})
+    check_keys(r, {"enabled", "total_layer_num", "random_ltd_layer_num", "random_ltd_layer_id", "random_ltd_schedule"}, "random_ltd")
+    if routing.get("enabled", False) and r.get("enabled", False):
+        if r.get("total_layer_num", cfg.n_layer) != cfg.n_layer:
+            raise ValueError(f"--config random_ltd has total_layer_num {r['total_layer_num']} but the model has {cfg.n_layer} layers; "
+                             f"set --n_layer={r['total_layer_num']}")
+        ids = r.get("random_ltd_layer_id")
+        if ids is not None and len(ids) != r.get("random_ltd_layer_num", len(ids)):
+            raise ValueError(f"--config random_ltd_layer_num {r['random_ltd_layer_num']} != len(random_ltd_layer_id) {len(ids)}; "
+                             "make them agree")
+        if "random_ltd_schedule" not in r:
+            raise ValueError("--config enables random_ltd without a random_ltd_schedule; add min_value, max_value and schedule_config")
+        ltd = {k: r[k] for k in ("random_ltd_schedule", "random_ltd_layer_id") if k in r}
+    return metrics, ltd
+
+
+def canonical_metric(name, known):
+    """DeepSpeed metric names -> ours: vocabularyrarity/voc -> vocab_rarity; unknown names are an error."""
+    if name in VOCAB_RARITY_NAMES:
+        return "vocab_rarity"
+    if name in SEQLEN_METRICS or name in known:
+        return name
+    names = sorted(set(known) | set(SEQLEN_METRICS) | set(VOCAB_RARITY_NAMES))
+    raise ValueError(f"unknown curriculum metric {name!r}; known: {', '.join(names)}")

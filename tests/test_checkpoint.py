@@ -1,0 +1,100 @@
+"""checkpoint.py: checksummed atomic checkpoints, the run-directory lock, resume checks; data.atomic_write."""
+
+import errno
+import fcntl
+import os
+
+import pytest
+import torch
+
+import checkpoint
+import data
+from config import parse_args
+
+
+def test_round_trip_and_plain_torch_load(tmp_path):
+    path = str(tmp_path / "ckpt.pt")
+    ckpt = {"model": {"w": torch.arange(6.0)}, "state": {"iter_num": 3}}
+    checkpoint.save_checkpoint(path, ckpt)
+    back = checkpoint.load_checkpoint(path, "cpu")
+    assert torch.equal(back["model"]["w"], ckpt["model"]["w"]) and back["state"] == {"iter_num": 3}
+    assert torch.load(path, weights_only=False)["state"]["iter_num"] == 3  # still a plain torch.save file
+    assert os.listdir(tmp_path) == ["ckpt.pt"]  # no temporary left behind
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "foreign"])
+def test_damaged_checkpoint_is_one_clear_error(tmp_path, damage):
+    path = str(tmp_path / "ckpt.pt")
+    checkpoint.save_checkpoint(path, {"model": {"w": torch.randn(100, 100)}, "state": {"iter_num": 3}})
+    blob = bytearray(open(path, "rb").read())
+    if damage == "truncate":
+        blob = blob[: len(blob) // 2]
+    elif damage == "flip":
+        blob[len(blob) // 2] ^= 0x10  # inside the tensor data: torch.load alone would accept it
+    elif damage == "empty":
+        blob = b""
+    else:
+        blob = b"PK\x03\x04 this is some other file"
+    open(path, "wb").write(bytes(blob))
+    with pytest.raises(ValueError, match="damaged or not a checkpoint"):
+        checkpoint.load_checkpoint(path, "cpu")
+
+
+def test_missing_checkpoint(tmp_path):
+    with pytest.raises(ValueError, match="no checkpoint at"):
+        checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"), "cpu")
+
+
+def test_disk_full_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    path = str(tmp_path / "ckpt.pt")
+    checkpoint.save_checkpoint(path, {"state": {"iter_num": 1}})
+    before = open(path, "rb").read()
+    real = os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(ValueError, match=r"could not write checkpoint .*No space left on device.*previous one is intact"):
+        checkpoint.save_checkpoint(path, {"state": {"iter_num": 2}})
+    monkeypatch.setattr(os, "fsync", real)
+    assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["ckpt.pt"]
+
+
+def test_atomic_write_temporaries_are_unique_and_cleaned(tmp_path):
+    """Two writers of one path get different temporary names (a shared name let one trainer delete the other's)."""
+    seen = []
+
+    def write(f):
+        seen.append(os.readlink(f"/proc/self/fd/{f.fileno()}"))  # the temporary file's path
+        f.write(b"x")
+
+    data.atomic_write(str(tmp_path / "a"), write)
+    data.atomic_write(str(tmp_path / "a"), write)
+    assert len(set(seen)) == 2 and all(os.path.dirname(n) == str(tmp_path) for n in seen)
+    assert os.listdir(tmp_path) == ["a"] and oct(os.stat(tmp_path / "a").st_mode & 0o777) != "0o600"
+
+
+def test_lock_refuses_a_second_trainer(tmp_path):
+    cfg = parse_args([f"--out_dir={tmp_path}"])
+    fd = checkpoint.lock_run_dir(cfg)
+    with pytest.raises(ValueError, match="another trainer is running"):
+        checkpoint.lock_run_dir(cfg)
+    os.close(fd)
+    os.close(checkpoint.lock_run_dir(cfg))  # free again once the first one is gone
+
+
+def test_refuses_to_replace_a_checkpoint_without_resume_or_overwrite(tmp_path):
+    (tmp_path / "ckpt.pt").write_bytes(b"old")
+    with pytest.raises(ValueError, match="continue it with --resume, pick another --out_dir, or replace it with --overwrite"):
+        checkpoint.lock_run_dir(parse_args([f"--out_dir={tmp_path}"]))
+    fcntl.flock(os.open(tmp_path / ".lock", os.O_RDWR), fcntl.LOCK_EX | fcntl.LOCK_NB)  # the refusal released the lock
+    for flag in ("--resume", "--overwrite", "--save_checkpoint=false"):
+        os.close(checkpoint.lock_run_dir(parse_args([f"--out_dir={tmp_path / flag[2:]}", flag])))
+
+
+def test_check_resume_names_every_change():
+    saved = {"corpus": "abc", "seed": 1, "lr_schedule": [1e-3, 1e-4, 0, 100]}
+    checkpoint.check_resume(saved, dict(saved), "ckpt.pt")
+    with pytest.raises(ValueError, match=r"corpus 'abc' -> 'xyz'; lr_schedule .* -> \[0.001, 0.0001, 0, 200\]"):
+        checkpoint.check_resume(saved, {**saved, "corpus": "xyz", "lr_schedule": [1e-3, 1e-4, 0, 200]}, "ckpt.pt")

@@ -1,0 +1,161 @@
+"""config.py: the command line, value checks, schedule defaults from the budget, DeepSpeed config mapping."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import config
+from config import data_efficiency, parse_args
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KNOWN = ("vocab_rarity", "num_docs")
+
+
+def ds_example():
+    return json.load(open(os.path.join(ROOT, "examples", "ds_config_cl_ltd.json")))
+
+
+def test_every_option_has_help_and_help_is_fast():
+    assert all(f.metadata["help"] for f in config.fields(config.TrainConfig))
+    t0 = time.time()
+    r = subprocess.run([sys.executable, "train.py", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    took = time.time() - t0
+    assert r.returncode == 0 and "--n_layer" in r.stdout and "transformer blocks" in r.stdout
+    assert "import torch" not in r.stdout and "ds_config.json" not in r.stdout
+    assert took < 20  # generous; the point is that torch is not imported (checked next)
+    r = subprocess.run([sys.executable, "-X", "importtime", "train.py", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert "torch" not in {line.split("|")[-1].strip().split(".")[0] for line in r.stderr.splitlines() if "|" in line}
+
+
+@pytest.mark.parametrize("args, want", [
+    (["--batch_size=0"], "--batch_size=0 must be at least 1"),
+    (["--batch_size=-2"], "--batch_size=-2 must be at least 1"),
+    (["--global_batch_size=-8"], "--global_batch_size=-8 must not be negative"),
+    (["--eval_interval=0"], "--eval_interval=0 must be at least 1"),
+    (["--log_interval=0"], "--log_interval=0 must be at least 1"),
+    (["--eval_samples=0"], "--eval_samples=0 must be at least 1"),
+    (["--n_head=3"], "--n_head=3 does not divide --n_embd=128"),
+    (["--dtype=fp8"], "--dtype=fp8 unknown"),
+    (["--device=tpu"], "--device=tpu unknown"),
+    (["--ltd_layers=a,b"], "--ltd_layers=a,b must be comma-separated integers"),
+    (["--max_iters=0", "--max_tokens=0"], "would train without end"),
+    (["--seqlen=shrink"], "--seqlen=shrink unknown"),
+    (["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete"], "needs --cl_discrete_difficulty"),
+    (["--config=tests"], "is a directory"),
+    (["--nope=1"], "unknown option --nope"),
+    (["--batch_size=abc"], "--batch_size expects int"),
+])
+def test_bad_values_are_one_line_errors(args, want):
+    with pytest.raises(ValueError, match=want.replace("+", r"\+").replace("(", r"\(")):
+        parse_args(args)
+
+
+def test_schedule_lengths_follow_the_budget_in_its_unit():
+    """40% / 60% of the run's dense steps, whether --max_iters or --max_tokens ends the run (G=16, T=128)."""
+    flags = ["--cl_metric=vocab_rarity", "--seqlen=truncate", "--random_ltd"]
+    by_steps = parse_args(flags + ["--max_iters=1000"])
+    m, ltd = data_efficiency(by_steps, 16, KNOWN, [])
+    assert m["vocab_rarity"]["schedule_config"]["total_curriculum_step"] == 400
+    assert m["seqlen_truncate"]["schedule_config"]["total_curriculum_step"] == 400
+    assert ltd["random_ltd_schedule"]["schedule_config"]["require_steps"] == 600
+    by_tokens = parse_args(flags + ["--max_iters=0", f"--max_tokens={500 * 16 * 128}"])
+    m, ltd = data_efficiency(by_tokens, 16, KNOWN, [])
+    assert m["vocab_rarity"]["schedule_config"]["total_curriculum_step"] == 200
+    assert ltd["random_ltd_schedule"]["schedule_config"]["require_steps"] == 300
+    both = parse_args(flags + ["--max_iters=100", f"--max_tokens={500 * 16 * 128}"])  # the step budget ends it first
+    assert data_efficiency(both, 16, KNOWN, [])[1]["random_ltd_schedule"]["schedule_config"]["require_steps"] == 60
+
+
+def test_fixed_discrete_from_flags():
+    cfg = parse_args(["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete", "--cl_discrete_difficulty=10,50,100",
+                      "--cl_discrete_max_step=5,9"])
+    entry = data_efficiency(cfg, 16, KNOWN, [])[0]["vocab_rarity"]
+    assert entry["schedule_type"] == "fixed_discrete"
+    assert entry["schedule_config"] == {"difficulty": [10, 50, 100], "max_step": [5, 9]}
+
+
+def test_ltd_layers_resolved_once_from_flags_or_deepspeed():
+    assert data_efficiency(parse_args(["--random_ltd", "--n_layer=6"]), 16, KNOWN, [])[1]["random_ltd_layer_id"] == [1, 2, 3, 4]
+    cfg = parse_args(["--random_ltd", "--n_layer=6", "--ltd_layers=4,2"])
+    assert data_efficiency(cfg, 16, KNOWN, [])[1]["random_ltd_layer_id"] == [2, 4]
+    with pytest.raises(ValueError, match="--n_layer=3 or more"):
+        data_efficiency(parse_args(["--random_ltd", "--n_layer=2"]), 16, KNOWN, [])
+    with pytest.raises(ValueError, match=r"inside 0..3 \(got \[7\]\)"):
+        data_efficiency(parse_args(["--random_ltd", "--ltd_layers=1,7"]), 16, KNOWN, [])
+
+
+def write(tmp_path, ds):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(ds))
+    return str(path)
+
+
+def test_deepspeed_example_maps_to_our_settings(tmp_path):
+    notes = []
+    cfg = parse_args([f"--config={write(tmp_path, ds_example())}"])
+    metrics, ltd = data_efficiency(cfg, 16, KNOWN, notes)
+    assert set(metrics) == {"vocab_rarity", "seqlen_truncate"} and len(notes) == 1
+    assert metrics["vocab_rarity"]["schedule_config"]["total_curriculum_step"] == 600
+    assert ltd["random_ltd_layer_id"] == [1, 2] and ltd["random_ltd_schedule"]["min_value"] == 32
+
+
+@pytest.mark.parametrize("edit, want", [
+    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].update(total_layer_num=24), "set --n_layer=24"),
+    (lambda d: d.update(train_batch_size=512), "set --global_batch_size=512"),
+    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"].update(
+        {"perplexity": {"difficulty_type": "value", "min_difficulty": 1, "max_difficulty": 2, "schedule_type": "fixed_linear",
+                        "schedule_config": {"total_curriculum_step": 2, "difficulty_step": 1}}}), "unknown curriculum metric 'perplexity'"),
+    (lambda d: d["data_efficiency"].update(surprise=1), "unknown key 'surprise'"),
+    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].pop("random_ltd_schedule"), "without a random_ltd_schedule"),
+    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"].update(curriculum_metrics=[1, 2]),
+     "curriculum_metrics in curriculum_learning must be an object"),
+    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]["vocabularyrarity"].update(
+        min_difficulty="1"), 'min_difficulty in vocabularyrarity must be a number, got "1"'),
+    (lambda d: d.update(data_efficiency="yes"), 'data_efficiency in the top level must be an object'),
+    (lambda d: d["data_efficiency"].update(enabled="true"), "enabled in data_efficiency must be true or false"),
+])
+def test_deepspeed_config_mistakes_are_one_line_errors(tmp_path, edit, want):
+    ds = ds_example()
+    edit(ds)
+    cfg = parse_args([f"--config={write(tmp_path, ds)}", "--n_layer=4"])
+    with pytest.raises(ValueError, match=want.replace("(", r"\(").replace("[", r"\[")):
+        data_efficiency(cfg, 16, KNOWN, [])
+
+
+def test_config_file_not_json_or_not_an_object(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ValueError, match="is not valid JSON"):
+        data_efficiency(parse_args([f"--config={tmp_path / 'bad.json'}"]), 16, KNOWN, [])
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must hold a JSON object"):
+        data_efficiency(parse_args([f"--config={tmp_path / 'list.json'}"]), 16, KNOWN, [])
+
+
+def test_published_gpt3_recipe_config_maps_to_our_settings():
+    """The GPT-3 1.3B recipe's data_efficiency section (as DeepSpeed's examples publish it) is read unchanged."""
+    path = os.path.join(ROOT, "tests", "fixtures", "ds_config_gpt3_1.3b_cl_ltd.json")
+    cfg = parse_args([f"--config={path}", "--n_layer=24", "--global_batch_size=512", "--batch_size=8", "--block_size=2048"])
+    notes = []
+    metrics, ltd = data_efficiency(cfg, 512, KNOWN, notes)
+    assert set(metrics) == {"vocab_rarity", "seqlen_truncate"} and len(notes) == 1
+    assert metrics["vocab_rarity"] == {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
+                                       "schedule_type": "fixed_root",
+                                       "schedule_config": {"total_curriculum_step": 110000, "difficulty_step": 1, "root_degree": 2}}
+    assert ltd["random_ltd_layer_id"] == list(range(1, 23)) and ltd["random_ltd_schedule"]["min_value"] == 128
+    with pytest.raises(ValueError, match="set --n_layer=24"):
+        data_efficiency(parse_args([f"--config={path}", "--global_batch_size=512", "--batch_size=8"]), 512, KNOWN, [])
+
+
+def test_domain_weights_by_name_or_position():
+    assert config.domain_weights("", ["a", "b"]) is None
+    assert config.domain_weights("b=1,a=3", ["a", "b"]) == [0.75, 0.25]
+    assert config.domain_weights("1,1,2", ["a", "b", "c"]) == [0.25, 0.25, 0.5]
+    for text, want in (("a=1", "non-negative weight to each of a, b"), ("a=-1,b=2", "non-negative"), ("a=x,b=1", "must be numbers")):
+        with pytest.raises(ValueError, match=want):
+            config.domain_weights(text, ["a", "b"])
+    with pytest.raises(ValueError, match="has 1 domain"):
+        config.domain_weights("a=1", ["a"])
