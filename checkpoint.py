@@ -49,9 +49,18 @@ def load_checkpoint(path, device):
     return torch.load(io.BytesIO(blob[:-32]), map_location=device, weights_only=False)
 
 
+def flatten(d, prefix=""):
+    """{"a": {"b": 1}, "c": [2]} -> {"a.b": 1, "c": [2]}: the leaves of nested settings, by dotted name."""
+    out = {}
+    for k, v in (d or {}).items():
+        out.update(flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+    return out
+
+
 def check_resume(saved, settings, path):
     """One line naming every setting that differs between the checkpoint and this run."""
-    changed = [f"{k} {saved.get(k)!r:.60} -> {v!r:.60}" for k, v in settings.items() if saved.get(k) != v]
+    old, new = flatten(saved), flatten(settings)
+    changed = [f"{k} {old.get(k)!r:.40} -> {new.get(k)!r:.40}" for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
     if changed:
         raise ValueError(f"--resume from {path} would change the run: {'; '.join(changed)}; "
                          "pass the checkpoint's settings again, or start a new --out_dir")

@@ -258,6 +258,9 @@ def restore(run, ckpt):
     run.scaler.load_state_dict(ckpt["scaler"])
     run.loader.load_state_dict(ckpt["sampler"])
     restore_rng(ckpt["rng"], run.rank, run.ltd_gen, run.device)
+    for k in ("max_iters", "max_tokens"):  # the budget may change: it moves the stopping point, nothing else
+        if ckpt["config"][k] != getattr(run.cfg, k):
+            print0(f"note: resuming with {k} {ckpt['config'][k]} -> {getattr(run.cfg, k)} (schedules and LR unchanged)")
     if len(ckpt["rng"]) != run.world_size:
         print0(f"note: the checkpoint was written by {len(ckpt['rng'])} rank(s), this run has {run.world_size}: "
                "it continues with the same global batches, but dropout and random-LTD draw other tokens")

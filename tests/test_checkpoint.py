@@ -94,7 +94,9 @@ def test_refuses_to_replace_a_checkpoint_without_resume_or_overwrite(tmp_path):
 
 
 def test_check_resume_names_every_change():
-    saved = {"corpus": "abc", "seed": 1, "lr_schedule": [1e-3, 1e-4, 0, 100]}
+    saved = {"corpus": "abc", "seed": 1, "lr_schedule": [1e-3, 1e-4, 0, 100], "ltd": {"sc": {"require_steps": 6, "k": 1}}}
     checkpoint.check_resume(saved, dict(saved), "ckpt.pt")
-    with pytest.raises(ValueError, match=r"corpus 'abc' -> 'xyz'; lr_schedule .* -> \[0.001, 0.0001, 0, 200\]"):
-        checkpoint.check_resume(saved, {**saved, "corpus": "xyz", "lr_schedule": [1e-3, 1e-4, 0, 200]}, "ckpt.pt")
+    new = {**saved, "corpus": "xyz", "lr_schedule": [1e-3, 1e-4, 0, 200], "ltd": {"sc": {"require_steps": 9, "k": 1}}}
+    with pytest.raises(ValueError, match=r"corpus 'abc' -> 'xyz'; lr_schedule .* -> \[0.001, 0.0001, 0, 200\]; "
+                                         r"ltd.sc.require_steps 6 -> 9; pass"):
+        checkpoint.check_resume(saved, new, "ckpt.pt")

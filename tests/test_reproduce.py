@@ -1,11 +1,14 @@
-"""reproduce.py: the grid's bookkeeping (cases, budgets, LR scaling), run end to end on 2 steps."""
+"""reproduce.py: the grid's bookkeeping (cases, budgets, LR scaling, passes over the data), run end to end on 2 steps."""
 
 import math
+import os
 
+import numpy as np
 import pytest
 
+import data
 import reproduce
-import train
+from config import parse_args
 
 
 def flag(args, key):
@@ -17,7 +20,7 @@ def test_reproduce_cases_budgets_and_lr_scaling():
     assert len(cases) == 16
     assert [c[0] for c in cases[:8:2]] == ["baseline", "CL", "random-LTD", "CL + random-LTD"]
     for name, f, seed, args in cases:
-        cfg = train.parse_args(args)  # every case is a valid train.py command line
+        cfg = parse_args(args)  # every case is a valid train.py command line
         steps = max(1, int(f * 2))  # tiny: budget 2 dense steps of 4 x 16 tokens
         assert cfg.max_tokens == steps * 4 * 16 and cfg.max_iters == 0 and cfg.seed == seed
         assert math.isclose(cfg.learning_rate, 2e-3 / f) and math.isclose(cfg.min_lr, 2e-4 / f)
@@ -34,26 +37,54 @@ def test_reproduce_cases_budgets_and_lr_scaling():
 @pytest.mark.slow
 def test_reproduce_runs_the_grid(corpus, tmp_path, capsys):
     results = reproduce.main(["--size=tiny", f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--seeds=5"])
+    have = len(data.SampleWindows(os.path.join(corpus, "train.bin"), 16)) * 16
     assert set(results) == {(n, f) for n in ("baseline", "CL", "random-LTD", "CL + random-LTD") for f in (1.0, 0.5)}
     for (name, f), (out,) in results.items():
         assert out["effective_tokens"] >= f * 2 * 64  # stopped on the effective-token budget, not before
+        assert out["passes"] == out["raw_tokens"] / have  # passes over the train split, reported per run
         if name == "baseline":
             assert out["iter_num"] == (2 if f == 1.0 else 1)
     text = capsys.readouterr().out
-    assert "CL + random-LTD" in text and "vs base 100%" in text and "effective tokens" in text
+    assert "CL + random-LTD" in text and "vs base 100%" in text and "effective tokens" in text and "passes" in text
 
 
 def test_reproduce_cases_without_lr_scaling():
     for name, f, seed, args in reproduce.reproduce_cases("tiny", seeds=(1,)):  # the default: no scaling
-        assert math.isclose(train.parse_args(args).learning_rate, 2e-3)
+        assert math.isclose(parse_args(args).learning_rate, 2e-3)
     half = reproduce.reproduce_cases("tiny", fractions=(0.5,), seeds=(1,), lr_power=0.5)
-    assert len(half) == 4 and math.isclose(train.parse_args(half[0][3]).learning_rate, 2e-3 * 2 ** 0.5)
+    assert len(half) == 4 and math.isclose(parse_args(half[0][3]).learning_rate, 2e-3 * 2 ** 0.5)
 
 
 def test_reproduce_cases_subset_and_cpu_variants():
     cases = reproduce.reproduce_cases("tiny", seeds=(1,), names=("baseline", "CL + random-LTD"))
     assert [(c[0], c[1]) for c in cases] == [("baseline", 1.0), ("CL + random-LTD", 1.0), ("baseline", 0.5), ("CL + random-LTD", 0.5)]
-    deep = train.parse_args(reproduce.reproduce_cases("cpu-deep", seeds=(1,), names=("baseline",))[0][3])
-    small = train.parse_args(reproduce.reproduce_cases("cpu-small", seeds=(1,), names=("baseline",))[0][3])
+    deep = parse_args(reproduce.reproduce_cases("cpu-deep", seeds=(1,), names=("baseline",))[0][3])
+    small = parse_args(reproduce.reproduce_cases("cpu-small", seeds=(1,), names=("baseline",))[0][3])
     assert (deep.n_layer, deep.n_embd, deep.max_tokens) == (8, 96, 1200 * 16 * 128)
     assert (small.n_layer, small.n_embd, small.max_tokens) == (4, 64, 2400 * 16 * 128)  # twice the tokens of the cpu size
+
+
+def test_a_budget_above_one_pass_is_refused(tmp_path, capsys):
+    """A ~300-token train split against the tiny grid's 100% budget of 2 * 4 * 16 = 128 tokens: fine;
+    against a cpu-size budget: refused in one line naming both sizes, unless --allow_repeats."""
+    d = tmp_path / "small"
+    os.makedirs(d)
+    for k in range(10):
+        (d / f"{k}.txt").write_bytes(bytes(np.random.default_rng(k).integers(97, 123, 40, dtype=np.uint8)))
+    data.prepare([str(d)], str(d / "prep"), val_fraction=0.2, block_size=16, verbose=False)
+    have = len(data.SampleWindows(str(d / "prep" / "train.bin"), 16)) * 16
+    cases = reproduce.reproduce_cases("tiny", seeds=(1,))
+    assert reproduce.check_one_pass(cases, str(d / "prep"), False) == have >= 128
+    big = reproduce.reproduce_cases(None, seeds=(1,), spec={"model": cases[0][3][:5], "budget_steps": 10})  # 640 tokens
+    with pytest.raises(ValueError, match=f"640 tokens, is {640 / have:.2f} passes over the {have:,} train tokens"):
+        reproduce.check_one_pass(big, str(d / "prep"), False)
+    assert reproduce.check_one_pass(big, str(d / "prep"), True) == have
+    with pytest.raises(SystemExit, match="passes over the"):
+        reproduce.main(["--size=cpu", f"--data_dir={d / 'prep'}", f"--out_dir={tmp_path / 'out'}"])
+
+
+def test_ratio_spec_sets_tokens_per_parameter():
+    spec = reproduce.ratio_spec(100, 48)
+    tokens = spec["budget_steps"] * 16 * 128
+    assert abs(tokens / spec["params"] - 100) < 100 * 0.01  # rounded to whole steps
+    assert reproduce.ratio_spec(300, 32)["params"] < spec["params"] < reproduce.ratio_spec(3, 128)["params"]

@@ -1,45 +1,77 @@
-"""train.py end to end: CLI, determinism, resume, torchrun (Gloo), the token clock, bad config."""
+"""train.py end to end: CLI, determinism, resume, torchrun (Gloo), the token clock and LR, faults and bad input."""
 
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 import torch
 
 import data
+import model
+import sampler
 import train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_embd=32", "--eval_iters=2",
-        "--log_interval=1", "--sample_tokens=0", "--warmup_iters=2", "--learning_rate=3e-3", "--min_lr=3e-4"]
+TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_embd=32", "--eval_samples=8",
+        "--log_interval=1", "--sample_tokens=0", "--warmup_iters=2", "--learning_rate=3e-3", "--min_lr=3e-4", "--device=cpu"]
+CL = ["--cl_metric=vocab_rarity", "--cl_min=20", "--cl_max=100", "--cl_total_step=6", "--cl_difficulty_step=10",
+      "--seqlen=truncate", "--seqlen_min=8", "--seqlen_step=4", "--seqlen_total_step=6"]
+LTD = ["--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4", "--ltd_require_steps=6"]
 
 
 def cfg_for(corpus, out_dir, *extra):
-    return train.parse_args(TINY + [f"--data_dir={corpus}", f"--out_dir={out_dir}", *extra])
+    return train.config.parse_args(TINY + [f"--data_dir={corpus}", f"--out_dir={out_dir}", *extra])
 
 
 def run(*args, env=None):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
 
 
+def main_error(capsys, *argv):
+    """train.main(argv) must exit non-zero with exactly one line on stderr; returns that line."""
+    with pytest.raises(SystemExit) as e:
+        train.main(list(argv))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code != 0 and len(err) == 1 and err[0].startswith("error:"), err
+    return err[0]
+
+
+@pytest.fixture
+def record_forward(monkeypatch):
+    """Every training forward's (rows, length, ltd_keep), as the model received it."""
+    seen, orig = [], model.GPT.forward
+
+    def forward(self, idx, targets=None, ltd_keep=None, **kw):
+        if self.training:
+            seen.append((idx.size(0), idx.size(1), ltd_keep))
+        return orig(self, idx, targets, ltd_keep=ltd_keep, **kw)
+
+    monkeypatch.setattr(model.GPT, "forward", forward)
+    return seen
+
+
 def test_cli_smoke_run(corpus, tmp_path):
-    r = run("train.py", *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=4", "--eval_interval=2", "--sample_tokens=20")
+    r = run("train.py", *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=4", "--eval_interval=2",
+            "--sample_tokens=20", "--threads=1")
     assert r.returncode == 0, r.stderr
-    assert "iter 4: loss" in r.stdout and "ms/step" in r.stdout and "tok/s" in r.stdout
+    assert "iter 4: loss" in r.stdout and "ms/step" in r.stdout and "tok/s" in r.stdout and "1 torch threads" in r.stdout
     assert "done: 4 steps" in r.stdout and "sample:" in r.stdout
-    assert os.path.exists(tmp_path / "ckpt.pt") and not os.path.exists(tmp_path / "ckpt.pt.tmp")
+    first_line = data.decode(np.fromfile(os.path.join(corpus, "val.bin"), dtype=np.uint16)[:64]).split("\n")[0]
+    assert r.stdout.split("sample:\n")[1].startswith(first_line)  # starts from the corpus's own text, not "def "
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
-    assert ckpt["iter_num"] == 4 and ckpt["raw_tokens"] == 4 * 4 * 16 and "sampler" in ckpt
+    assert ckpt["state"]["iter_num"] == 4 and ckpt["state"]["raw_tokens"] == 4 * 4 * 16 and "sampler" in ckpt
+    assert sorted(os.listdir(tmp_path)) == [".lock", "ckpt.pt"]
 
 
 def test_learns_on_the_corpus(corpus, tmp_path):
     out = train.train(cfg_for(corpus, tmp_path, "--max_iters=150", "--eval_interval=150", "--save_checkpoint=false"))
-    h = train.unigram_entropy(out["train_data"])
-    assert out["val_loss"] < h - 1.0  # uses context: well below the unigram entropy
+    assert out["val_loss"] < train.unigram_entropy(out["train_data"]) - 1.0  # uses context: well below the unigram entropy
 
 
 def test_same_seed_same_losses(corpus, tmp_path):
@@ -68,18 +100,36 @@ def test_resume_is_bit_exact(corpus, tmp_path):
     resume_matches(corpus, tmp_path, "--dropout=0.1")
 
 
+def test_curriculum_and_random_ltd_resume_bit_exact(corpus, tmp_path):
+    out = resume_matches(corpus, tmp_path, *CL, *LTD)
+    # the clock counted the truncated lengths: s_t = 8, 9->8, 10->8, 12, 13->12, 14->12, 16, 16 (step 4)
+    assert out["raw_tokens"] == 4 * sum([8, 8, 8, 12, 12, 12, 16, 16])
+
+
+# -----------------------------------------------------------------------------
+# torchrun: two Gloo processes
+
+
 RECORDER = """
 import json, os, sys
 sys.path.insert(0, {root!r})
-import train
-seen, orig = [], train.CurriculumSampler.next_batch
+import torch, random_ltd, sampler, train
+seen, kept, seeds = [], [], []
+orig_ids, orig_kept = sampler.CurriculumSampler.next_batch, random_ltd.sample_kept_indices
 def next_batch(self):
-    ids = orig(self)
+    ids = orig_ids(self)
     seen.append(ids.tolist())
+    seeds.append(torch.initial_seed())  # the stream dropout draws from
     return ids
-train.CurriculumSampler.next_batch = next_batch
-out = train.train(train.parse_args(sys.argv[1:]))
-json.dump({{"losses": out["losses"], "val_loss": out["val_loss"], "seen": seen}}, open(os.path.join({out!r}, "rank%s.json" % os.environ.get("RANK", "0")), "w"))
+def sample_kept_indices(*a, **k):
+    idx = orig_kept(*a, **k)
+    kept.append(idx.tolist())
+    return idx
+sampler.CurriculumSampler.next_batch = next_batch
+random_ltd.sample_kept_indices = sample_kept_indices
+out = train.train(train.config.parse_args(sys.argv[1:]))
+json.dump({{"losses": out["losses"], "val_loss": out["val_loss"], "seen": seen, "kept": kept, "seeds": seeds}},
+          open(os.path.join({out!r}, "rank%s.json" % os.environ.get("RANK", "0")), "w"))
 """
 
 
@@ -93,15 +143,51 @@ def torchrun(tmp_path, *args):
 
 
 @pytest.mark.slow
-def test_torchrun_two_ranks_match_one_rank(corpus, tmp_path):
-    args = TINY + [f"--data_dir={corpus}", "--max_iters=4", "--eval_interval=4", "--global_batch_size=8", "--save_checkpoint=false"]
-    ranks, _ = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
-    one = train.train(train.parse_args(args + [f"--out_dir={tmp_path / 'one'}"]))  # 1 rank, 2 accumulation steps
+def test_torchrun_two_ranks_with_accumulation_match_one_rank(corpus, tmp_path):
+    """2 ranks x 2 accumulation steps x 2 rows = 1 rank x 4 accumulation steps x 2 rows (no_sync entered once per micro-step)."""
+    args = TINY + [f"--data_dir={corpus}", "--max_iters=4", "--eval_interval=4", "--batch_size=2", "--global_batch_size=8",
+                   "--save_checkpoint=false"]
+    ranks, stdout = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
+    assert "8 rows/step = 2 x 2 accum x 2 ranks" in stdout
+    one = train.train(train.config.parse_args(args + [f"--out_dir={tmp_path / 'one'}"]))
     assert ranks[0]["losses"] == ranks[1]["losses"]  # logged losses are averaged over ranks
     np.testing.assert_allclose(ranks[0]["losses"], one["losses"], rtol=1e-5)
     assert abs(ranks[0]["val_loss"] - one["val_loss"]) < 1e-5
     for a, b in zip(ranks[0]["seen"], ranks[1]["seen"]):
         assert len(a) == len(b) == 4 and not set(a) & set(b)  # disjoint halves of each global batch
+
+
+@pytest.mark.slow
+def test_torchrun_curriculum_ltd_ranks_draw_their_own_tokens(corpus, tmp_path):
+    args = TINY + [f"--data_dir={corpus}", "--max_iters=4", "--eval_interval=4", "--global_batch_size=8", "--save_checkpoint=false",
+                   "--dropout=0.1", *CL, *LTD]
+    ranks, stdout = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
+    for a, b in zip(ranks[0]["seen"], ranks[1]["seen"]):
+        assert not set(a) & set(b)
+    assert ranks[0]["seeds"][0] != ranks[1]["seeds"][0]  # dropout masks differ across ranks
+    assert len(ranks[0]["kept"]) == len(ranks[1]["kept"]) > 0 and ranks[0]["kept"][0] != ranks[1]["kept"][0]
+    assert "curriculum vocab_rarity" in stdout and "seqlen 8" in stdout
+
+
+@pytest.mark.slow
+def test_torchrun_error_is_printed_once(corpus, tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = run("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py", *TINY, f"--data_dir={corpus}",
+            f"--out_dir={tmp_path}", "--global_batch_size=6", env=env)
+    assert r.returncode != 0
+    assert r.stderr.count("error: global_batch_size 6 is not divisible") == 1, r.stderr[-2000:]
+
+
+def test_more_ranks_than_gpus_is_one_line(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for k, v in (("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("LOCAL_WORLD_SIZE", "2")):
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ValueError, match="2 ranks on this machine but 1 GPU"):
+        train.init_distributed(train.config.parse_args(["--device=cuda"]))
+
+
+# -----------------------------------------------------------------------------
+# the token clock and the learning rate
 
 
 def test_token_clock_lr_and_max_tokens_stop(corpus, tmp_path):
@@ -113,61 +199,105 @@ def test_token_clock_lr_and_max_tokens_stop(corpus, tmp_path):
     out = train.train(cfg_for(corpus, tmp_path, "--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4", "--ltd_require_steps=4",
                               "--max_iters=0", "--max_tokens=150", "--warmup_iters=1", "--lr_decay_iters=3", "--eval_interval=100"))
     assert out["iter_num"] == 4 and out["effective_tokens"] == 184 and out["raw_tokens"] == 4 * 4 * 16
-    warm, decay, lr, min_lr = 64, 192, 3e-3, 3e-4  # 1 and 3 dense steps of 4 * 16 tokens
+    step, warm, decay, lr, min_lr = 64, 64, 192, 3e-3, 3e-4  # 1 and 3 dense steps of 4 * 16 tokens
 
     def expected(tok):
         if tok < warm:
-            return lr * (tok + 1) / (warm + 1)
+            return lr * (tok + step) / (warm + step)  # starts at one step's worth: lr / (warmup_iters + 1)
         return min_lr + 0.5 * (1 + math.cos(math.pi * (tok - warm) / (decay - warm))) * (lr - min_lr)
 
     assert out["lrs"] == pytest.approx([expected(t) for t in (0, 40, 80, 128)], rel=1e-12)
 
 
-@pytest.mark.parametrize("args, want", [
-    (["--nope=1"], "unknown option --nope"),
-    (["--batch_size=abc"], "--batch_size expects int"),
-    (["--global_batch_size=6"], "not divisible"),
-    (["--compile=maybe"], "expects true or false"),
-])
-def test_bad_config_one_line(corpus, tmp_path, args, want):
-    r = run("train.py", *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=1", *args)
-    assert r.returncode != 0
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and want in lines[0], r.stderr
-    assert not os.path.exists(tmp_path / "ckpt.pt")
+def test_first_step_lr_is_one_step_of_warmup(corpus, tmp_path):
+    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=3", "--warmup_iters=9", "--save_checkpoint=false"))
+    assert out["lrs"][0] == pytest.approx(3e-3 / 10)  # nanoGPT: lr * (it + 1) / (warmup_iters + 1)
 
 
-# -----------------------------------------------------------------------------
-# curriculum learning and random-LTD wired into train.py
-
-CL = ["--cl_metric=vocab_rarity", "--cl_min=20", "--cl_max=100", "--cl_total_step=6", "--cl_difficulty_step=10",
-      "--seqlen=truncate", "--seqlen_min=8", "--seqlen_step=4", "--seqlen_total_step=6"]
-LTD = ["--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4", "--ltd_require_steps=6"]
-
-
-def test_curriculum_and_random_ltd_resume_bit_exact(corpus, tmp_path):
-    out = resume_matches(corpus, tmp_path, *CL, *LTD)
-    # the clock counted the truncated lengths: s_t = 8, 9->8, 10->8, 12, 13->12, 14->12, 16, 16 (step 4)
-    assert out["raw_tokens"] == 4 * sum([8, 8, 8, 12, 12, 12, 16, 16])
+def test_lr_under_max_tokens_without_lr_decay_iters(corpus, tmp_path):
+    """--max_tokens=320 (5 dense steps of 64): warmup 2 steps = 128 tokens, cosine to min_lr at 320 tokens."""
+    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=0", "--max_tokens=320", "--save_checkpoint=false"))
+    lr, min_lr = 3e-3, 3e-4
+    want = [lr * 64 / 192, lr * 128 / 192] + [min_lr + 0.5 * (1 + math.cos(math.pi * (t - 128) / 192)) * (lr - min_lr)
+                                              for t in (128, 192, 256)]
+    assert out["iter_num"] == 5 and out["lrs"] == pytest.approx(want, rel=1e-12)
 
 
-def test_curriculum_admits_only_easy_samples(corpus, tmp_path):
+def test_lr_decays_to_min_where_a_step_budget_ends(corpus, tmp_path):
+    """A curriculum + random-LTD run bounded by --max_iters ends its cosine where its budget ends, not 8 dense steps later.
+
+    Effective tokens per step 2 * (s + r) (B=4, L=4, two of four layers dropping) with s and r as in the clock test below:
+    24, 24, 32, 40, 48, 48, 64, 64 -> 344 in all, so the decay runs from 128 (warmup) to 344 effective tokens.
+    """
+    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=8", "--save_checkpoint=false", *CL, *LTD))
+    assert out["effective_tokens"] == 344
+    before = np.cumsum([0, 24, 24, 32, 40, 48, 48, 64])  # effective tokens before each step
+    lr, min_lr = 3e-3, 3e-4
+    want = [lr * (t + 64) / (128 + 64) if t < 128 else min_lr + 0.5 * (1 + math.cos(math.pi * (t - 128) / (344 - 128))) * (lr - min_lr)
+            for t in before]
+    assert out["lrs"] == pytest.approx(want, rel=1e-12)
+
+
+def test_clock_counts_what_the_model_received(corpus, tmp_path, record_forward):
+    """seqlen 8 -> 16 (step 4 over 6 steps) and kept length 4 -> 16 (step 4 over 6 steps); L=4, layers 1, 2 drop.
+
+    step t: s = 8, 8, 8, 12, 12, 12, 16, 16; r = min(4 + 2t rounded down to 4, s) = 4, 4, 8, 8, 12, 12, 16, 16
+    """
+    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=8", "--save_checkpoint=false", *CL, *LTD))
+    s = [8, 8, 8, 12, 12, 12, 16, 16]
+    r = [4, 4, 8, 8, 12, 12, 16, 16]
+    assert record_forward == [(4, si, ri) for si, ri in zip(s, r)]
+    assert out["raw_tokens"] == sum(rows * length for rows, length, _ in record_forward) == 4 * sum(s)
+    assert out["effective_tokens"] == sum(4 * (si * 2 + min(ri, si) * 2) for si, ri in zip(s, r)) / 4
+
+
+def test_seqlen_reshape_clock(corpus, tmp_path, record_forward):
+    """reshape keeps every token: rows = 4 * 16 // s, raw tokens = rows * s (16 // 12 = 1 row of 12 at s = 12)."""
+    args = [a.replace("truncate", "reshape") for a in CL[5:]]
+    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=8", "--save_checkpoint=false", *args))
+    assert [(rows, s) for rows, s, _ in record_forward] == [(8, 8)] * 3 + [(4, 12)] * 3 + [(4, 16)] * 2
+    assert out["raw_tokens"] == 3 * 64 + 3 * 48 + 2 * 64
+
+
+def test_ltd_layers_reach_model_and_clock(corpus, tmp_path):
+    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=2", "--save_checkpoint=false", *LTD, "--ltd_layers=2"))
+    assert out["model"].ltd_layers == {2}
+    assert out["effective_tokens"] == 2 * 4 * (16 * 3 + 4 * 1) / 4  # one dropping layer of four, r = 4
+    ds = json.load(open(os.path.join(ROOT, "examples", "ds_config_cl_ltd.json")))
+    del ds["data_efficiency"]["data_sampling"]
+    ds["data_efficiency"]["data_routing"]["random_ltd"].update(random_ltd_layer_id=[2], random_ltd_layer_num=1)
+    ds["train_batch_size"] = ds["train_micro_batch_size_per_gpu"] = 4
+    ds["data_efficiency"]["data_routing"]["random_ltd"]["random_ltd_schedule"].update(min_value=8, max_value=16)
+    (tmp_path / "ds.json").write_text(json.dumps(ds))
+    out = train.train(cfg_for(corpus, tmp_path / "ds", "--max_iters=2", "--save_checkpoint=false", f"--config={tmp_path / 'ds.json'}"))
+    assert out["model"].ltd_layers == {2}
+    assert out["effective_tokens"] == 2 * 4 * (16 * 3 + 8 * 1) / 4
+
+
+def test_eval_in_the_middle_leaves_the_run_unchanged(corpus, tmp_path):
+    """Evaluating every 2 steps (eval mode, then train mode restored) gives the same run as evaluating only at the end."""
+    every = train.train(cfg_for(corpus, tmp_path / "a", "--max_iters=6", "--eval_interval=2", "--dropout=0.2", *LTD))
+    end = train.train(cfg_for(corpus, tmp_path / "b", "--max_iters=6", "--eval_interval=100", "--dropout=0.2", *LTD))
+    assert len(every["evals"]) == 3 and len(end["evals"]) == 1
+    assert every["losses"] == end["losses"] and every["val_loss"] == end["val_loss"]
+
+
+def test_val_loss_does_not_depend_on_batch_size(corpus, tmp_path):
+    """One fixed set of eval windows: the same checkpoint evaluates alike at any --batch_size."""
+    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=3", "--eval_interval=3"))
+    m, val = out["model"], out["val_data"]
+    ids = np.arange(8) * (len(val) // 8)
+    losses = [train.estimate_loss(m, val, ids, bs, train.nullcontext(), 0, 1, False, "cpu") for bs in (1, 3, 8)]
+    assert losses[0] == pytest.approx(out["val_loss"], abs=1e-6) and max(losses) - min(losses) < 1e-6
+
+
+def test_curriculum_admits_only_easy_samples(corpus, tmp_path, monkeypatch):
     """At every step the drawn samples are inside the easiest d% by vocab_rarity."""
     import analyzer
 
-    cfg = cfg_for(corpus, tmp_path, "--max_iters=6", "--eval_interval=100", *CL[:5])
-    seen, orig = [], train.CurriculumSampler.next_batch
-
-    def record(self):
-        ids = orig(self)
-        seen.append(ids)
-        return ids
-
-    train.CurriculumSampler.next_batch = record
-    try:
-        train.train(cfg)
-    finally:
-        train.CurriculumSampler.next_batch = orig
+    seen, orig = [], sampler.CurriculumSampler.next_batch
+    monkeypatch.setattr(sampler.CurriculumSampler, "next_batch", lambda self: seen.append(orig(self)) or seen[-1])
+    train.train(cfg_for(corpus, tmp_path, "--max_iters=6", "--eval_interval=100", *CL[:5]))
     index = analyzer.ensure_index(os.path.join(corpus, "train.bin"), 16, ["vocab_rarity"], os.path.join(corpus, "index"), verbose=False)
     order = np.asarray(index["vocab_rarity"]["index_to_sample"])
     n = len(order)
@@ -178,60 +308,97 @@ def test_curriculum_admits_only_easy_samples(corpus, tmp_path):
         assert set(ids.tolist()) <= admitted, f"step {step}: a sample outside the easiest {d}%"
 
 
-@pytest.mark.slow
-def test_torchrun_curriculum_two_ranks_match_one_rank(corpus, tmp_path):
-    args = TINY + [f"--data_dir={corpus}", "--max_iters=4", "--eval_interval=4", "--global_batch_size=8", "--save_checkpoint=false", *CL]
-    ranks, stdout = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
-    one = train.train(train.parse_args(args + [f"--out_dir={tmp_path / 'one'}"]))
-    np.testing.assert_allclose(ranks[0]["losses"], one["losses"], rtol=1e-5)
-    for a, b in zip(ranks[0]["seen"], ranks[1]["seen"]):
-        assert not set(a) & set(b)
-    assert "curriculum vocab_rarity" in stdout and "seqlen 8" in stdout
-
-
 def test_deepspeed_config_accepted_unchanged(corpus, tmp_path):
-    ds = json.load(open(os.path.join(ROOT, "examples", "ds_config_cl_ltd.json")))
-    path = tmp_path / "ds.json"
-    path.write_text(json.dumps(ds))
-    r = run("train.py", f"--config={path}", f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--block_size=128", "--n_layer=4",
-            "--n_head=2", "--n_embd=32", "--max_iters=3", "--log_interval=1", "--eval_iters=1", "--sample_tokens=0")
+    r = run("train.py", "--config=examples/ds_config_cl_ltd.json", f"--data_dir={corpus}", f"--out_dir={tmp_path}",
+            "--block_size=128", "--n_layer=4", "--n_head=2", "--n_embd=32", "--max_iters=3", "--log_interval=1",
+            "--eval_samples=2", "--sample_tokens=0", "--device=cpu")
     assert r.returncode == 0, r.stderr
     assert "paths in --config are ignored" in r.stdout
-    assert "curriculum vocab_rarity (percentile): step 0: 1" in r.stdout
+    assert "curriculum vocab_rarity (percentile): iter 1: 1" in r.stdout
     assert "iter 1: loss" in r.stdout and "seqlen 16, keep 16" in r.stdout  # r = min(32, s = 16)
 
 
-@pytest.mark.parametrize("edit, want", [
-    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].update(total_layer_num=24), "set --n_layer=24"),
-    (lambda d: d.update(train_batch_size=512), "set --global_batch_size=512"),
-    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"].update(
-        {"perplexity": {"difficulty_type": "value", "min_difficulty": 1, "max_difficulty": 2, "schedule_type": "fixed_linear",
-                        "schedule_config": {"total_curriculum_step": 2, "difficulty_step": 1}}}), "unknown curriculum metric 'perplexity'"),
-    (lambda d: d["data_efficiency"].update(surprise=1), "unknown key 'surprise'"),
-    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"]["random_ltd_schedule"].update(max_value=4096), "max_value 4096 > block_size"),
-])
-def test_deepspeed_config_mismatch_one_line(corpus, tmp_path, edit, want):
-    ds = json.load(open(os.path.join(ROOT, "examples", "ds_config_cl_ltd.json")))
-    edit(ds)
-    path = tmp_path / "ds.json"
-    path.write_text(json.dumps(ds))
-    r = run("train.py", f"--config={path}", f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--block_size=128", "--n_layer=4",
-            "--n_head=2", "--n_embd=32", "--max_iters=1")
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and len(lines) == 1 and want in lines[0], r.stderr
+def test_log_and_summary_agree_and_split_the_saving(corpus, tmp_path, capsys):
+    train.train(cfg_for(corpus, tmp_path, "--max_iters=8", "--log_interval=2", "--save_checkpoint=false", *CL, *LTD))
+    out = capsys.readouterr().out
+    summary = out.split("curriculum vocab_rarity (percentile): ")[1].split("\n")[0]
+    at = dict(item.split(": ") for item in summary.split(", "))
+    for n in (2, 4, 6, 8):
+        if f"iter {n}" in at:
+            assert f"iter {n}: loss" in out and f"vocab_rarity {at[f'iter {n}']}," in out.split(f"iter {n}: loss")[1].split("\n")[0]
+    line = out.split("iter 8: loss")[1].split("\n")[0]
+    raw = 4 * sum([8, 8, 8, 12, 12, 12, 16, 16])
+    assert f"tokens {raw:,} ({100 * (1 - raw / (8 * 64)):.1f}% fewer than dense: seqlen)" in line
+    assert "fewer than raw: random-LTD)" in line
 
 
-def test_published_gpt3_recipe_config_maps_to_our_settings():
-    """The GPT-3 1.3B recipe's data_efficiency section (as DeepSpeed's examples publish it) is read unchanged."""
-    from ds_config import from_deepspeed
+# -----------------------------------------------------------------------------
+# faults and bad input: one line, nothing lost
 
-    ds = json.load(open(os.path.join(ROOT, "tests", "fixtures", "ds_config_gpt3_1.3b_cl_ltd.json")))
-    cfg = train.parse_args(["--n_layer=24", "--global_batch_size=512", "--batch_size=8", "--block_size=2048"])
-    notes = []
-    metrics, ltd = from_deepspeed(ds, cfg, notes)
-    assert set(metrics) == {"vocabularyrarity", "seqlen_truncate"} and len(notes) == 1
-    assert metrics["vocabularyrarity"] == {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100, "schedule_type": "fixed_root",
-                                           "schedule_config": {"total_curriculum_step": 110000, "difficulty_step": 1, "root_degree": 2}}
-    assert ltd["random_ltd_layer_id"] == list(range(1, 23)) and ltd["random_ltd_schedule"]["min_value"] == 128
-    with pytest.raises(ValueError, match="set --n_layer=24"):
-        from_deepspeed(ds, train.parse_args(["--global_batch_size=512", "--batch_size=8"]), [])
+
+def test_refuses_to_overwrite_a_checkpoint(corpus, tmp_path, capsys):
+    argv = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--eval_interval=2"]
+    train.main(argv)
+    before = open(tmp_path / "ckpt.pt", "rb").read()
+    assert "--resume" in main_error(capsys, *argv)
+    assert open(tmp_path / "ckpt.pt", "rb").read() == before
+    train.main(argv + ["--overwrite", "--seed=3"])
+    assert open(tmp_path / "ckpt.pt", "rb").read() != before
+
+
+def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, capsys):
+    argv = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--eval_interval=2", "--lr_decay_iters=4", *LTD]
+    train.main(argv)
+    other = tmp_path / "other"
+    os.makedirs(other)
+    (other / "a.txt").write_text("another corpus with other words in it, " * 400)
+    data.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
+    assert "would change the run: corpus" in main_error(capsys, *argv, "--resume", f"--data_dir={other / 'prep'}")
+    line = main_error(capsys, *argv[:-1], "--ltd_require_steps=9", "--resume")
+    assert "random_ltd.random_ltd_schedule.schedule_config.require_steps 6 -> 9" in line
+    assert "lr_schedule" in main_error(capsys, *argv, "--resume", "--lr_decay_iters=5")
+    train.main(argv + ["--resume", "--max_iters=4"])  # a longer budget with the same schedules and LR: allowed, and said
+    assert "max_iters 2 -> 4" in capsys.readouterr().out
+    # without explicit schedule lengths, the budget sets them: then a new budget changes the run and is refused
+    plain = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'plain'}", "--max_iters=2", "--eval_interval=2", "--random_ltd"]
+    train.main(plain)
+    line = main_error(capsys, *plain, "--resume", "--max_iters=30")
+    assert "require_steps 1 -> 18" in line and "lr_schedule" in line
+
+
+def test_random_ltd_needs_a_middle_layer(corpus, tmp_path, capsys):
+    assert "--n_layer=3 or more" in main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--n_layer=2", *LTD)
+
+
+def test_float16_on_cpu_is_refused(corpus, tmp_path, capsys):
+    assert "float16 is for CUDA" in main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--dtype=float16")
+
+
+def test_token_ids_above_the_vocabulary(tmp_path, capsys):
+    d = tmp_path / "nano"
+    os.makedirs(d)
+    np.arange(1000, dtype=np.uint16).tofile(d / "train.bin")
+    np.arange(1000, dtype=np.uint16).tofile(d / "val.bin")
+    line = main_error(capsys, *TINY, f"--data_dir={d}", f"--out_dir={tmp_path / 'out'}", "--vocab_size=500")
+    assert "999" in line and "500" in line
+
+
+def test_disk_full_while_checkpointing(corpus, tmp_path, capsys, monkeypatch):
+    argv = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=4", "--eval_interval=2"]
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    assert "No space left on device" in main_error(capsys, *argv)
+    assert os.listdir(tmp_path) == [".lock"]  # no half-written checkpoint
+
+
+def test_ctrl_c_exits_with_one_line(corpus, tmp_path):
+    p = subprocess.Popen([sys.executable, "train.py", *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=100000",
+                          "--eval_interval=5"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not os.path.exists(tmp_path / "ckpt.pt") and time.time() < deadline:
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    lines = err.strip().splitlines()
+    assert p.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: interrupted at iter"), err
+    assert "continue with --resume" in lines[0]
+    torch.load(tmp_path / "ckpt.pt", weights_only=False)  # the last checkpoint is whole
