@@ -36,12 +36,10 @@ def power_law(x, a, b, c):
     return (x + a) ** -b + c
 
 
-def _check(name, v, ndim=1, min_len=1):
+def _check(name, v, min_len=1):
     v = np.asarray(v, dtype=np.float64)
-    if v.ndim != ndim or len(v) < min_len:
-        raise ValueError(f"{name} must be a {ndim}-d array of at least {min_len} numbers, got shape {v.shape}")
-    if not np.all(np.isfinite(v)):
-        raise ValueError(f"{name} has non-finite values {v}; drop or re-measure those runs")
+    if v.ndim != 1 or len(v) < min_len or not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} must be at least {min_len} finite numbers in a 1-d array, got {v}")
     return v
 
 
@@ -78,10 +76,11 @@ def _fit_three(x, y):
     if len(brackets) == 0:
         raise ValueError(f"no power law (x + a) ** -b + c passes through x={x}, y={y} (it needs a decreasing, "
                          "convex loss); re-measure the runs or pass more than three points for a least-squares fit")
-    lo, hi = grid[brackets[-1]], grid[brackets[-1] + 1]  # the larger-b solution, as curve_fit finds it
+    k = brackets[-1]  # the larger-b solution, as curve_fit finds it
+    lo, hi, sign_lo = grid[k], grid[k + 1], np.sign(hg[k])
     for _ in range(64):  # the bracket spans a factor 1.02: 64 halvings reach rounding
         mid = np.sqrt(lo * hi)
-        lo, hi = (mid, hi) if np.sign(h(np.array([mid]))[0]) == np.sign(hg[brackets[-1]]) else (lo, mid)
+        lo, hi = (mid, hi) if np.sign(h(np.array([mid]))[0]) == sign_lo else (lo, mid)
     b = np.sqrt(lo * hi)
     a = _a_given_b(np.array([b]), x[0], x[1], d01)[0]
     c = np.mean(y - (x + a) ** -b)  # the three residuals agree to rounding
@@ -91,10 +90,6 @@ def _fit_three(x, y):
 def _fit_least_squares(x, y, max_iter=2000):
     """Levenberg-Marquardt on sum (power_law(x) - y) ** 2 from (a, b, c) = (1, 1, 1)."""
     theta, mu = np.array([1.0, 1.0, 1.0]), 1e-3
-
-    def cost(t):
-        return np.sum(((x + t[0]) ** -t[1] + t[2] - y) ** 2)
-
     for _ in range(max_iter):
         a, b, c = theta
         u = (x + a) ** -b
@@ -102,26 +97,27 @@ def _fit_least_squares(x, y, max_iter=2000):
         J = np.stack([-b * u / (x + a), -np.log(x + a) * u, np.ones_like(x)], axis=1)  # d r / d(a, b, c), (n, 3)
         H, g = J.T @ J, J.T @ r
         D = np.diag(np.maximum(np.diag(H), 1e-12 * np.diag(H).max()))  # Marquardt scaling, kept positive
-        step = np.linalg.solve(H + mu * D, -g)  # damped Gauss-Newton step
-        new = theta + step
-        if x.min() + new[0] > 0 and np.isfinite(cost(new)) and cost(new) < cost(theta):
-            done = cost(theta) - cost(new) <= 1e-14 * cost(theta)  # relative decrease has stalled
+        new = theta + np.linalg.solve(H + mu * D, -g)  # damped Gauss-Newton step
+        with np.errstate(invalid="ignore", over="ignore"):  # subtle: x + a <= 0 gives nan, rejected below
+            cost, new_cost = r @ r, np.sum(((x + new[0]) ** -new[1] + new[2] - y) ** 2)
+        if x.min() + new[0] > 0 and new_cost < cost:
             theta, mu = new, max(mu / 10, 1e-12)
-            if done:
+            if cost - new_cost <= 1e-14 * cost:  # the relative decrease has stalled
                 return theta
         else:
             mu *= 10  # reject: lean towards gradient descent
             if mu > 1e16:
                 return theta  # no step lowers the cost: a (local) minimum
-    raise ValueError(f"power-law least squares did not converge in {max_iter} steps for x={x}, y={y}")
+    raise ValueError(f"power-law least squares did not converge in {max_iter} steps for x={x}, y={y}: "
+                     "too flat or noisy; spread the factors wider or re-measure")
 
 
 def fit_power_law(x, y):
     """(a, b, c) with y = (x + a) ** -b + c through a domain's points.
 
     x: the domain's amount relative to its base share (base run x = 1); y: loss / base loss.
-    Three points: the exact solution (of the usual two, the larger-b one, as the notebook's
-    curve_fit finds from (1, 1, 1)); more: least squares from (1, 1, 1).
+    y may be loss or perplexity. Three points: the exact solution (of the usual two, the larger-b
+    one, as the notebook's curve_fit finds from (1, 1, 1)); more: least squares from (1, 1, 1).
     x=[1/5, 1, 3], y=[1.0711, 1, 0.9172] -> (2.665, 1.250, 0.803) (the notebook's common_crawl, rounded).
     """
     x, y = _check("x", x, min_len=3), _check("y", y, min_len=3)
@@ -135,6 +131,8 @@ def fit_power_law(x, y):
         if not (x[0] < x[1] < x[2] and y[0] > y[1] > y[2]):
             raise ValueError(f"three points need distinct x and a loss that falls as x grows, got x={x}, y={y}")
         return _fit_three(x, y)
+    if np.cov(x, y)[0, 1] >= 0:
+        raise ValueError(f"the loss does not fall as this domain grows (x={x}, y={y}); DDO needs b > 0")
     a, b, c = _fit_least_squares(x, y)
     if not b > 0:
         raise ValueError(f"the fitted loss does not fall as this domain grows (b={b:.3g}); DDO needs b > 0")
@@ -160,9 +158,9 @@ def ddo_optimum(params, total, lower=0.0):
         raise ValueError(f"params must be finite (a, b, c) triples, one per domain, got {params!r}")
     a, b, m = p[:, 0], p[:, 1], len(p)
     if np.any(b <= 0):
-        raise ValueError(f"every b must be > 0 (loss falls as a domain grows), got b={b}; refit or drop those domains")
-    if not (np.isfinite(total) and np.isfinite(lower) and lower >= 0 and total >= m * lower):
-        raise ValueError(f"need total >= {m} * lower >= 0, got total={total}, lower={lower}; raise total or lower lower")
+        raise ValueError(f"every b must be > 0 (loss falls as a domain grows), got b={b}; refit or drop them")
+    if not (np.isfinite(total) and np.isfinite(lower) and total >= m * lower >= 0):
+        raise ValueError(f"need total >= {m} * lower >= 0, got total={total}, lower={lower}; raise total")
     if np.any(lower + a <= 0):
         raise ValueError(f"lower + a_i must be > 0 (a={a}); raise lower above {-a.min():g}")
 
@@ -202,7 +200,7 @@ def perturbed_amounts(base, factors=(1 / 3, 3.0)):
     base = _check("base", base)
     down, up = factors
     if np.any(base <= 0) or not 0 < down < 1 < up:
-        raise ValueError(f"base amounts must be > 0 and factors (down, up) with 0 < down < 1 < up, got {base}, {factors}")
+        raise ValueError(f"need base amounts > 0 and factors with 0 < down < 1 < up, got {base}, {factors}")
     m = len(base)
     runs = np.tile(base, (2 * m + 1, 1))  # (2m + 1, m)
     runs[1 + np.arange(m), np.arange(m)] *= down
