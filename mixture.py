@@ -70,7 +70,7 @@ def _fit_three(x, y):
         a = _a_given_b(b, x[0], x[1], d01)
         return (x[1] + a) ** -b - (x[2] + a) ** -b - d12
 
-    grid = np.geomspace(1e-3, 1e2, 600)
+    grid = np.geomspace(1e-3, 1e2, 600)  # b is searched in [0.001, 100]; roots closer than 2% may be missed
     hg = h(grid)
     brackets = np.flatnonzero(np.isfinite(hg[:-1]) & np.isfinite(hg[1:]) & (np.sign(hg[:-1]) != np.sign(hg[1:])))
     if len(brackets) == 0:
