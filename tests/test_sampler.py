@@ -361,6 +361,19 @@ def test_domain_draws_are_without_replacement_within_each_domains_pass():
     assert len(d1) == len(set(d1.tolist())) == n1 // 2 * 2  # no repeat before the pass over domain 1 ends
 
 
+def test_newly_admitted_ids_join_their_domains_current_pass():
+    """The pool doubles after 3 steps: no domain repeats an id before its pass over all its n_k ids ends."""
+    c, _ = curriculum("a", "percentile", lambda t: 50 if t < 3 else 100, seed=5)
+    s = CurriculumSampler(N, 12, seed=0, curricula=[c], domains=DOMAINS, domain_weights=[1 / 3] * 3)  # 4 per domain
+    batches = [s.next_global_batch() for _ in range(20)]
+    for k in range(3):
+        n_k = int((DOMAINS == k).sum())
+        within = np.concatenate([b[DOMAINS[b] == k] for b in batches[: n_k // 4]])  # batches inside the pass
+        upto = np.concatenate([b[DOMAINS[b] == k] for b in batches[: -(-n_k // 4)]])  # and the one where it ends
+        assert len(set(within.tolist())) == len(within) and set(upto.tolist()) == set(np.flatnonzero(DOMAINS == k).tolist())
+    assert s.sizes.tolist() == np.bincount(DOMAINS, minlength=3).tolist()  # admitted ids per domain
+
+
 def test_domain_weights_deterministic_resumable_and_seeded():
     def make(seed=3):
         return CurriculumSampler(N, 12, seed=seed, domains=DOMAINS, domain_weights=[0.2, 0.3, 0.5])
