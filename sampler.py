@@ -1,26 +1,24 @@
 """
 Curriculum sampler: which samples form each global batch, each rank's slice of it, and the batch itself.
 
-Mirrors DeepSpeed Data Efficiency's data sampler (arXiv 2212.03597;
-deepspeed/runtime/data_pipeline/data_sampling/data_sampler.py, DeepSpeedDataSampler) and
-Megatron-DeepSpeed's seqlen post-processing. At step t each curriculum metric, at difficulty
-d = d(t) from scheduler.py, admits a prefix of its sorted index (analyzer.py), N samples in all:
+Mirrors DeepSpeed Data Efficiency's data sampler (arXiv 2212.03597; deepspeed/runtime/data_pipeline/
+data_sampling/data_sampler.py, DeepSpeedDataSampler) and Megatron-DeepSpeed's seqlen post-processing.
+At step t each metric, at difficulty d = d(t) (scheduler.py), admits a prefix of its sorted index
+(analyzer.py) of N samples; with deepspeed=True (a pasted DeepSpeed config) as DeepSpeed does it:
 
     value d:       index_to_sample[: searchsorted(index_to_metric, d, 'right')]   (metric <= d)
     percentile d:  index_to_sample[: N * d // max_difficulty]                     (the easiest d / max)
-    DeepSpeed's:   index_to_sample[: (N // max_difficulty) * d], all N at d = max, and d = d(t + 1)
+    deepspeed:     index_to_sample[: (N // max_difficulty) * d], all N at d = max;  and d = d(t + 1)
 
-(the last with deepspeed=True, for a pasted DeepSpeed config: it counts in whole units of N // max
-and advances its step before computing the difficulty). The pool is the intersection over metrics.
-A pass is a bag of the admitted ids not yet drawn in it; each batch draws its ids uniformly at
-random from the bag (the same as reading a shuffled pass in order) and an empty bag is refilled
-with the whole pool. Newly admitted ids join the current pass; ids that leave the pool leave it.
-With domain weights w (one per domain of data.py), every global batch holds exactly
+The pool is the intersection over metrics. A pass is a bag of the admitted ids not yet drawn in it;
+a batch draws its ids uniformly from the bag (= reading a shuffled pass in order), an empty bag is
+refilled with the pool, new ids join the current pass and ids that leave the pool leave it. With
+domain weights w (data.py's domains) every global batch holds exactly count_k ids of domain k,
+drawn from its admitted ids (one bag per domain), by largest remainder:
 
-    count_k = floor(G * w_k), plus one for the G - sum(floor) domains with the largest remainders
+    count_k = floor(G * w_k), plus 1 for the G - sum(floor) domains with the largest remainders
 
-ids of domain k, drawn from the admitted ids of k (one bag per domain). A seqlen curriculum
-(seqlen_truncate, seqlen_reshape) admits every sample and cuts the (B, T+1) batch to length d.
+A seqlen curriculum (seqlen_truncate, seqlen_reshape) admits every sample and cuts the batch to d.
 
 But:
 - every rank computes the same global batch from (seed, step, state) and takes its own
@@ -31,7 +29,7 @@ But:
   global RNG), and the state is global, so a run resumes on another number of ranks;
 - draws are without replacement within a pass (DeepSpeed samples its clusters with replacement);
 - a falling schedule takes ids out of the pool (DeepSpeed keeps every cluster it has made);
-- seqlen_reshape keeps every token (Megatron-DeepSpeed's drops one target per row, see below).
+- seqlen_reshape keeps every target when d divides T (Megatron-DeepSpeed's loses one per row).
 """
 
 import numpy as np
@@ -61,7 +59,7 @@ def admitted_prefix(difficulty_type, d, index_to_sample, index_to_metric, max_di
 def domain_counts(weights, G):
     """Exact ids per domain in a batch of G: largest remainder, ties to the lower domain id.
 
-    w=[0.5, 0.3, 0.2], G=8: G*w=[4, 2.4, 1.6] -> floor [4, 2, 1], 1 slot left -> remainders [0, .4, .6] -> [4, 2, 2]
+    w=[.5, .3, .2], G=8: G*w=[4, 2.4, 1.6] -> floor [4, 2, 1], 1 left -> remainders [0, .4, .6] -> [4, 2, 2]
     """
     raw = G * np.asarray(weights, dtype=np.float64) / np.sum(weights)
     counts = np.floor(raw).astype(np.int64)  # count_k = floor(G * w_k)
@@ -74,12 +72,13 @@ def domain_counts(weights, G):
 def check_domain_weights(weights, domains, num_samples):
     """One-line errors for domain weights that cannot be drawn; returns them as a float array."""
     if domains is None:
-        raise ValueError("domain_weights given but the data has no domain ids; prepare it with domains (data.py) or drop them")
+        raise ValueError("domain_weights given but the data has no domain ids; prepare it with domains or drop them")
     w, domains = np.asarray(weights, dtype=np.float64), np.asarray(domains)
     if len(domains) != num_samples:
         raise ValueError(f"the data has {len(domains)} domain ids for {num_samples} samples; prepare the data again")
     if w.ndim != 1 or len(w) <= domains.max():
-        raise ValueError(f"domain_weights has {w.size} weights but the data has domains 0..{domains.max()}; give one weight per domain")
+        raise ValueError(f"domain_weights has {w.size} weights but the data has domains 0..{domains.max()}; "
+                         "give one weight per domain")
     if (w < 0).any():
         raise ValueError(f"domain_weights {list(weights)} has a negative weight; every weight must be >= 0")
     if abs(w.sum() - 1) > 1e-6:
@@ -149,12 +148,14 @@ class CurriculumSampler:
     def __init__(self, num_samples, global_batch_size, seed=0, rank=0, world_size=1, curricula=(), deepspeed=False,
                  domains=None, domain_weights=None):
         if global_batch_size % world_size:
-            raise ValueError(f"global batch {global_batch_size} is not divisible by {world_size} ranks; change the batch size")
+            raise ValueError(f"global batch {global_batch_size} is not divisible by {world_size} ranks; "
+                             "change the batch size")
         for c in curricula:
+            where, n = f"curriculum {c['name']}", len(c["index_to_sample"])
             if c["difficulty_type"] not in ("value", "percentile"):
-                raise ValueError(f"curriculum {c['name']}: difficulty_type {c['difficulty_type']!r} unknown; use value or percentile")
-            if len(c["index_to_sample"]) != num_samples:
-                raise ValueError(f"curriculum {c['name']}: index has {len(c['index_to_sample'])} samples, data has {num_samples}; rebuild the index")
+                raise ValueError(f"{where}: difficulty_type {c['difficulty_type']!r} unknown; use value or percentile")
+            if n != num_samples:
+                raise ValueError(f"{where}: index has {n} samples, data has {num_samples}; rebuild the index")
         self.N, self.G, self.seed, self.rank, self.world_size = num_samples, global_batch_size, seed, rank, world_size
         self.curricula, self.deepspeed, self.offset = list(curricula), deepspeed, 1 if deepspeed else 0
         self.rng = np.random.default_rng(seed)
@@ -198,7 +199,9 @@ class CurriculumSampler:
 
     def _per_bag(self, ids):
         """How many of these ids belong to each bag."""
-        return np.array([len(ids)]) if self.domains is None else np.bincount(self.domains[ids], minlength=len(self.bags))
+        if self.domains is None:
+            return np.array([len(ids)])
+        return np.bincount(self.domains[ids], minlength=len(self.bags))
 
     def _update_pool(self):
         """Recompute the pool when some difficulty changed; new ids go into the bags of this pass."""
@@ -255,10 +258,10 @@ class CurriculumSampler:
                 "bags": [bag.ids[: bag.n].copy() for bag in self.bags], "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
-        bags = state["bags"] if "bags" in state else [state["bag"]]  # "bag": a checkpoint from before domains
+        bags = state["bags"]
         if len(bags) != len(self.bags):
-            raise ValueError(f"the checkpoint's sampler draws from {len(bags)} domain bags, this run from {len(self.bags)}; "
-                             "resume with the same domain_weights")
+            raise ValueError(f"the checkpoint's sampler draws from {len(bags)} domain bags, this run from "
+                             f"{len(self.bags)}; resume with the same domain_weights")
         self.step, self.seed = state["step"], state["seed"]
         self.key = None if state["key"] is None else tuple(state["key"])
         self.mask = self._pool_mask(self.key) if self.key is not None else np.zeros(self.N, dtype=bool)
@@ -285,7 +288,8 @@ def seqlen_reshape(batch, L):
 
     Row k of a sample s is s[k*L : k*L + L + 1], exactly like data.py's windows, so when L divides
     T every (x, y) pair is kept and the batch has B * T // L rows of length L. When L does not
-    divide T, the last T % L targets of each sample are dropped.
+    divide T, the last T % L targets of each sample are dropped. (Megatron-DeepSpeed cuts rows of
+    L+1 tokens that share none, losing the target between rows, and appends each sample's tail.)
     [[0..8]] (T=8), L=4 -> [[0,1,2,3,4], [4,5,6,7,8]]
     """
     T = batch.shape[1] - 1
@@ -309,8 +313,9 @@ def _curriculum(name, entry, index):
                          f"and max_difficulty {entry['max_difficulty']} > 0; fix them")
     if name not in index:
         raise ValueError(f"curriculum metric {name} has no index; build it with `python analyzer.py --metrics={name}`")
-    return {"name": name, "difficulty_type": kind, "get_difficulty": sched.get_difficulty, "max_difficulty": entry["max_difficulty"],
-            "index_to_sample": index[name]["index_to_sample"], "index_to_metric": index[name]["index_to_metric"]}
+    return {"name": name, "difficulty_type": kind, "get_difficulty": sched.get_difficulty, "max_difficulty":
+            entry["max_difficulty"], "index_to_sample": index[name]["index_to_sample"],
+            "index_to_metric": index[name]["index_to_metric"]}
 
 
 def _seqlen_schedule(metrics, T):
@@ -353,8 +358,9 @@ class CurriculumLoader:
 
     def seqlen(self, step=None):
         """Sequence length s of the batch drawn at `step` (default: the next one); T without a seqlen curriculum."""
-        step = self.step if step is None else step
-        return self.T if self.seqlen_sched is None else int(self.seqlen_sched.get_difficulty(step + self.sampler.offset))
+        if self.seqlen_sched is None:
+            return self.T
+        return int(self.seqlen_sched.get_difficulty((self.step if step is None else step) + self.sampler.offset))
 
     def difficulties(self, step=None):
         """{name: difficulty} used for the batch drawn at `step`, every metric, seqlen included."""

@@ -22,7 +22,8 @@ def metric_index(seed):
 
 def curriculum(name, kind, fn, seed):
     m, i2s, i2m = metric_index(seed)
-    return {"name": name, "difficulty_type": kind, "get_difficulty": fn, "index_to_sample": i2s, "index_to_metric": i2m}, m
+    c = {"name": name, "difficulty_type": kind, "get_difficulty": fn, "index_to_sample": i2s, "index_to_metric": i2m}
+    return c, m
 
 
 def test_admitted_prefix_worked_example():
@@ -39,7 +40,8 @@ def test_dense_is_a_permutation_per_pass():
     for _ in range(3):  # three passes of 10 batches
         ids = np.concatenate([s.next_batch() for _ in range(10)])
         assert sorted(ids.tolist()) == list(range(N))
-    assert not np.array_equal(CurriculumSampler(N, 20, seed=4).next_batch(), CurriculumSampler(N, 20, seed=3).next_batch())
+    other = CurriculumSampler(N, 20, seed=4).next_batch()
+    assert not np.array_equal(other, CurriculumSampler(N, 20, seed=3).next_batch())
 
 
 def test_admission_value_percentile_and_intersection():
@@ -124,11 +126,12 @@ def test_state_uses_its_own_generator():
 def test_seqlen_truncate_and_reshape_keep_the_right_tokens():
     batch = np.arange(2 * 9).reshape(2, 9)  # B=2, T=8
     assert seqlen_truncate(batch, 3).tolist() == [[0, 1, 2, 3], [9, 10, 11, 12]]
-    assert seqlen_reshape(batch, 4).tolist() == [[0, 1, 2, 3, 4], [4, 5, 6, 7, 8], [9, 10, 11, 12, 13], [13, 14, 15, 16, 17]]
+    assert seqlen_reshape(batch, 4).tolist() == [[0, 1, 2, 3, 4], [4, 5, 6, 7, 8],
+                                                 [9, 10, 11, 12, 13], [13, 14, 15, 16, 17]]
     r = seqlen_reshape(batch, 2)
     assert r.shape == (8, 3) and r[:, :-1].size == 2 * 8  # every x/y pair kept when L divides T
     assert seqlen_reshape(batch, 3).tolist()[:2] == [[0, 1, 2, 3], [3, 4, 5, 6]]  # T % L = 2 targets dropped
-    assert seqlen_truncate(batch, 8).tolist() == batch.tolist()[:2] and seqlen_reshape(batch, 8).tolist() == batch.tolist()
+    assert seqlen_truncate(batch, 8).tolist() == batch.tolist() == seqlen_reshape(batch, 8).tolist()
 
 
 def test_bad_inputs():
@@ -175,12 +178,14 @@ def test_percentile_is_relative_to_max_difficulty():
     """N=537, max 50: ours admits 537 * d // 50; DeepSpeed's (537 // 50) * d = 10 * d, and all 537 at d = 50."""
     i2s, i2m = np.arange(537), np.arange(537.0)
     assert [admitted_prefix("percentile", d, i2s, i2m, 50) for d in (1, 10, 25, 49, 50)] == [10, 107, 268, 526, 537]
-    assert [admitted_prefix("percentile", d, i2s, i2m, 50, deepspeed=True) for d in (1, 10, 25, 49, 50)] == [10, 100, 250, 490, 537]
+    ds = [admitted_prefix("percentile", d, i2s, i2m, 50, deepspeed=True) for d in (1, 10, 25, 49, 50)]
+    assert ds == [10, 100, 250, 490, 537]
     assert admitted_prefix("percentile", 99, np.arange(1013), None, 100, deepspeed=True) == 990  # 13 fewer than ours
     assert admitted_prefix("percentile", 99, np.arange(1013), None, 100) == 1002
 
 
-FIXTURE = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "deepspeed_admission.json")))
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "deepspeed_admission.json")) as f:
+    FIXTURE = json.load(f)
 
 
 class Windows:
@@ -235,7 +240,8 @@ def loader(seqlen="seqlen_truncate", rank=0, world=1, seed=0, deepspeed=False, w
     if seqlen:
         metrics[seqlen] = entry("value", 8, 32, 3, 8)
     m, _, _ = metric_index(11)
-    return CurriculumLoader(Windows(N, 32, domains), G, seed, rank, world, metrics, {"m": sorted_index(m)}, deepspeed, weights)
+    index = {"m": sorted_index(m)}
+    return CurriculumLoader(Windows(N, 32, domains), G, seed, rank, world, metrics, index, deepspeed, weights)
 
 
 def record_ids(monkeypatch):
@@ -247,10 +253,11 @@ def record_ids(monkeypatch):
 
 def test_difficulties_and_seqlen_per_step_with_and_without_the_deepspeed_offset():
     ours, ds = loader(), loader(deepspeed=True)
-    assert [ours.difficulties(t) for t in (0, 1, 3, 9)] == [{"m": 10, "seqlen_truncate": 8}, {"m": 20, "seqlen_truncate": 16},
-                                                            {"m": 40, "seqlen_truncate": 32}, {"m": 50, "seqlen_truncate": 32}]
-    assert [ds.difficulties(t) for t in (0, 1, 3)] == [{"m": 20, "seqlen_truncate": 16}, {"m": 30, "seqlen_truncate": 24},
-                                                       {"m": 50, "seqlen_truncate": 32}]  # DeepSpeed's d(t + 1)
+    def d(m, s):
+        return {"m": m, "seqlen_truncate": s}
+
+    assert [ours.difficulties(t) for t in (0, 1, 3, 9)] == [d(10, 8), d(20, 16), d(40, 32), d(50, 32)]
+    assert [ds.difficulties(t) for t in (0, 1, 3)] == [d(20, 16), d(30, 24), d(50, 32)]  # DeepSpeed's d(t + 1)
     assert [ours.seqlen(t) for t in range(5)] == [8, 16, 24, 32, 32] and loader(seqlen=None).seqlen(0) == 32
     assert ours.sampler.pool_size(0) == N * 10 // 50 and ours.sampler.pool_size(4) == N  # all admitted at max
     for t in range(3):
@@ -315,7 +322,7 @@ def test_loader_config_errors():
     with pytest.raises(ValueError, match=r"max_difficulty 64 > block_size 32; set --block_size=64"):
         CurriculumLoader(w, 8, metrics=long)
     with pytest.raises(ValueError, match="2 seqlen metrics"):
-        CurriculumLoader(w, 8, metrics={"seqlen_truncate": entry("value", 8, 32, 10, 8), "seqlen_reshape": entry("value", 8, 32, 10, 8)})
+        CurriculumLoader(w, 8, metrics={n: entry("value", 8, 32, 10, 8) for n in ("seqlen_truncate", "seqlen_reshape")})
     with pytest.raises(ValueError, match="min_difficulty 0 is below 1 token"):
         CurriculumLoader(w, 8, metrics={"seqlen_reshape": entry("value", 0, 32, 10, 8)})
     with pytest.raises(ValueError, match="difficulty_type 'median'; use value or percentile"):
@@ -345,7 +352,7 @@ def test_domain_counts_largest_remainder():
 def test_every_global_batch_has_exact_domain_counts_and_the_same_on_every_rank():
     w = [0.5, 0.3, 0.2]
     s = CurriculumSampler(N, 16, seed=1, domains=DOMAINS, domain_weights=w)
-    ranks = [CurriculumSampler(N, 16, seed=1, rank=r, world_size=2, domains=DOMAINS, domain_weights=w) for r in range(2)]
+    ranks = [CurriculumSampler(N, 16, 1, r, 2, domains=DOMAINS, domain_weights=w) for r in range(2)]
     for _ in range(20):
         g = s.next_global_batch()
         assert np.bincount(DOMAINS[g], minlength=3).tolist() == [8, 5, 3]  # 8, 4.8, 3.2
@@ -370,7 +377,8 @@ def test_newly_admitted_ids_join_their_domains_current_pass():
         n_k = int((DOMAINS == k).sum())
         within = np.concatenate([b[DOMAINS[b] == k] for b in batches[: n_k // 4]])  # batches inside the pass
         upto = np.concatenate([b[DOMAINS[b] == k] for b in batches[: -(-n_k // 4)]])  # and the one where it ends
-        assert len(set(within.tolist())) == len(within) and set(upto.tolist()) == set(np.flatnonzero(DOMAINS == k).tolist())
+        assert len(set(within.tolist())) == len(within)
+        assert set(upto.tolist()) == set(np.flatnonzero(DOMAINS == k).tolist())
     assert s.sizes.tolist() == np.bincount(DOMAINS, minlength=3).tolist()  # admitted ids per domain
 
 
@@ -385,7 +393,7 @@ def test_domain_weights_deterministic_resumable_and_seeded():
     second = make()
     second.load_state_dict(first.state_dict())
     assert head + run_steps(second, 18) == straight
-    with pytest.raises(ValueError, match="draws from 3 domain bags, this run from 1; resume with the same domain_weights"):
+    with pytest.raises(ValueError, match="from 3 domain bags, this run from 1; resume with the same domain_weights"):
         CurriculumSampler(N, 12).load_state_dict(first.state_dict())
 
 
