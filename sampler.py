@@ -157,7 +157,8 @@ class CurriculumSampler:
             if n != num_samples:
                 raise ValueError(f"{where}: index has {n} samples, data has {num_samples}; rebuild the index")
         self.N, self.G, self.seed, self.rank, self.world_size = num_samples, global_batch_size, seed, rank, world_size
-        self.curricula, self.deepspeed, self.offset = list(curricula), deepspeed, 1 if deepspeed else 0
+        self.curricula, self.deepspeed = list(curricula), deepspeed
+        self.offset = 1 if deepspeed else 0  # subtle: DeepSpeed counts the step before computing d: batch t uses d(t+1)
         self.rng = np.random.default_rng(seed)
         self.step = 0  # optimizer steps drawn so far
         self.key = None  # difficulties that define the current pool
