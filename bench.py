@@ -160,67 +160,65 @@ def bench_analyzer(args):
 
 
 def bench_sampler(args):
-    """ms per global batch at N samples: our sampler vs DeepSpeedDataSampler, steady state and at a pool change."""
+    """ms per global batch: our CurriculumSampler (deepspeed=True) vs DeepSpeedDataSampler on one percentile index,
+    a steady pool (percentile 50) and a pool growing by N/100 ids per step; rounds interleaved, median (range)."""
     import numpy as np
 
     from sampler import CurriculumSampler
+    from scheduler import CurriculumScheduler
 
     p = argparse.ArgumentParser(prog="bench.py sampler")
     p.add_argument("--num_samples", type=int, default=1_000_000)
     p.add_argument("--global_batch_size", type=int, default=512)
-    p.add_argument("--steps", type=int, default=2000, help="timed batches per case")
+    p.add_argument("--steps", type=int, default=200, help="batches per round in the steady case")
+    p.add_argument("--rounds", type=int, default=6, help="timed rounds, after one warmup round")
+    p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(args)
-    N, G = a.num_samples, a.global_batch_size
-    metric = np.random.default_rng(0).random(N)  # a random difficulty metric
-    index_to_sample = np.argsort(metric, kind="stable")
-    index_to_metric = metric[index_to_sample]
-
-    def ours(percentile):
-        cur = [{"name": "m", "difficulty_type": "percentile", "get_difficulty": percentile,
-                "index_to_sample": index_to_sample, "index_to_metric": index_to_metric}]
-        return CurriculumSampler(N, G, seed=0, curricula=cur if percentile else [])
-
-    def per_batch(draw, steps):
-        draw()  # the first call builds the pool
-        t, _ = _timed(lambda: [draw() for _ in range(steps)])
-        return 1000 * t / steps
-
-    rows = [("ours, dense (no curriculum)", per_batch(ours(None).next_global_batch, a.steps)),
-            ("ours, percentile 50 (steady pool)", per_batch(ours(lambda t: 50).next_global_batch, a.steps)),
-            ("ours, percentile rising 1 point per step", per_batch(ours(lambda t: min(100, 1 + t)).next_global_batch, 99))]
-    ds_rows = []
-    if deepspeed_init(29534):
-        import deepspeed
+    N, G, threads = a.num_samples, a.global_batch_size, pin_threads(a.threads)
+    index_to_sample = np.random.default_rng(0).permutation(N).astype(np.int64)  # a random metric's sorted index
+    grow = 98 // (a.rounds + 1)  # each round draws the next `grow` steps of one run that admits 1% more per step
+    linear = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
+              "schedule_type": "fixed_linear"}
+    entries = {"steady pool (percentile 50)": (dict(linear, min_difficulty=50, schedule_config={  # 50 for ~1e7 steps
+                   "total_curriculum_step": 10**9, "difficulty_step": 1}), a.steps),
+               f"pool growing by {N // 100:,} ids per step": (dict(linear, schedule_config={
+                   "total_curriculum_step": 99, "difficulty_step": 1}), grow)}
+    deepspeed, work = deepspeed_init(29534), tempfile.mkdtemp(prefix="bench_sampler_")
+    if deepspeed:
         import torch
+        from deepspeed.runtime.data_pipeline.data_sampling import utils
         from deepspeed.runtime.data_pipeline.data_sampling.data_sampler import DeepSpeedDataSampler
-        from deepspeed.runtime.data_pipeline.data_sampling.utils import close_mmap_dataset_builder, create_mmap_dataset_builder
 
-        work = tempfile.mkdtemp(prefix="bench_sampler_")
         path = os.path.join(work, "m_index_to_sample_percentile_merged")  # DeepSpeed's layout: 100 rows of sorted ids
-        builder = create_mmap_dataset_builder(path, np.int64)
+        builder = utils.create_mmap_dataset_builder(path, np.int64)
         for chunk in np.array_split(index_to_sample, 100):
-            builder.add_item(torch.from_numpy(chunk.astype(np.int64)))
-        close_mmap_dataset_builder(builder, path)
+            builder.add_item(torch.from_numpy(chunk))
+        utils.close_mmap_dataset_builder(builder, path)
+    cases = {}  # in the order of the rounds: ours, DeepSpeed, ours, DeepSpeed
+    for i, (name, (entry, k)) in enumerate(entries.items()):
+        c = {"name": "m", "difficulty_type": "percentile", "get_difficulty": CurriculumScheduler(entry).get_difficulty,
+             "max_difficulty": 100, "index_to_sample": index_to_sample, "index_to_metric": None}
+        cases[name, "ours"] = (CurriculumSampler(N, G, curricula=[c], deepspeed=True).next_global_batch, k)
+        if deepspeed:
+            metric = dict(entry, index_to_sample_path=path, index_to_metric_path=path, clustering_type="schedule_based")
+            cl = {"enabled": True, "data_cluster_path": os.path.join(work, f"clusters{i}"),
+                  "curriculum_metrics": {"m": metric}}
+            config = {"seed": 0, "data_sampling": {"num_epochs": 1, "curriculum_learning": cl}}
+            ds = DeepSpeedDataSampler(config, N, G, 0, 1, deepspeed.comm.get_world_group(), 1, 0)
+            cases[name, "DeepSpeed"] = (ds.get_next_global_batch, k)
 
-        def deepspeed_sampler(schedule):
-            entry = {"index_to_sample_path": path, "index_to_metric_path": path, "difficulty_type": "percentile",
-                     "clustering_type": "schedule_based", "min_difficulty": 1, "max_difficulty": 100, **schedule}
-            config = {"seed": 0, "data_sampling": {"num_epochs": 1, "curriculum_learning": {
-                "enabled": True, "data_cluster_path": os.path.join(work, f"clusters{len(os.listdir(work))}"), "curriculum_metrics": {"m": entry}}}}
-            return DeepSpeedDataSampler(config, N, G, 0, 1, deepspeed.comm.get_world_group(), 1, 0)
+    def batches(fn, k):
+        return lambda: [fn() for _ in range(k)]  # one round: k global batches
 
-        steady = {"min_difficulty": 50, "schedule_type": "fixed_linear",  # stays at 50 for ~1e7 steps
-                  "schedule_config": {"total_curriculum_step": 10**9, "difficulty_step": 1}}
-        rising = {"schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 99, "difficulty_step": 1}}
-        ds_rows.append(("DeepSpeedDataSampler, percentile 50 (steady)", per_batch(deepspeed_sampler(steady).get_next_global_batch, a.steps // 4)))
-        ds_rows.append(("DeepSpeedDataSampler, percentile rising 1 point per step", per_batch(deepspeed_sampler(rising).get_next_global_batch, 98)))
-        shutil.rmtree(work)
-    print(f"sampler: {N:,} samples, global batch {G}, ms per global batch (mean over the timed batches)")
-    print(f"{'':58} {'ms/batch':>9} {'vs ours':>9}")
-    for name, ms in rows:
-        print(f"{name:58} {ms:>9.4f}")
-    for (name, ms), ref in zip(ds_rows, (rows[1][1], rows[2][1])):
-        print(name if ms is None else f"{name:58} {ms:>9.4f} {ms / ref:>8.2f}x")
+    times = interleaved({key: batches(fn, k) for key, (fn, k) in cases.items()}, a.rounds)
+    shutil.rmtree(work)
+    print(f"sampler: {N:,} samples, global batch {G}, {threads} thread(s); ms per global batch, median (min-max) of "
+          f"{a.rounds} interleaved rounds (ours, DeepSpeed, ...) after 1 warmup round")
+    print(f"{'':40} {'ours':>26} {'DeepSpeedDataSampler':>26} {'ratio':>7}")
+    for name, (_, k) in entries.items():
+        ours, ds = times[name, "ours"], times.get((name, "DeepSpeed"))
+        ratio = f"{statistics.median(ds) / statistics.median(ours):>6.1f}x" if ds else ""
+        print(f"{name:40} {med_range(ours, 1000 / k):>26} {med_range(ds, 1000 / k) if ds else '-':>26} {ratio:>7}")
 
 
 # -----------------------------------------------------------------------------

@@ -1,9 +1,14 @@
-"""sampler.py: admission, without-replacement passes, full batches, rank slices, resume, seqlen transforms."""
+"""sampler.py: admission (ours and DeepSpeed's), without-replacement passes, full batches, rank slices, resume,
+seqlen transforms, the loader's batches, domain weights."""
+
+import json
+import os
 
 import numpy as np
 import pytest
 
-from sampler import CurriculumSampler, admitted_prefix, seqlen_reshape, seqlen_truncate
+import sampler
+from sampler import CurriculumLoader, CurriculumSampler, admitted_prefix, domain_counts, seqlen_reshape, seqlen_truncate
 
 N = 200
 
@@ -17,7 +22,8 @@ def metric_index(seed):
 
 def curriculum(name, kind, fn, seed):
     m, i2s, i2m = metric_index(seed)
-    return {"name": name, "difficulty_type": kind, "get_difficulty": fn, "index_to_sample": i2s, "index_to_metric": i2m}, m
+    c = {"name": name, "difficulty_type": kind, "get_difficulty": fn, "index_to_sample": i2s, "index_to_metric": i2m}
+    return c, m
 
 
 def test_admitted_prefix_worked_example():
@@ -34,7 +40,8 @@ def test_dense_is_a_permutation_per_pass():
     for _ in range(3):  # three passes of 10 batches
         ids = np.concatenate([s.next_batch() for _ in range(10)])
         assert sorted(ids.tolist()) == list(range(N))
-    assert not np.array_equal(CurriculumSampler(N, 20, seed=4).next_batch(), CurriculumSampler(N, 20, seed=3).next_batch())
+    other = CurriculumSampler(N, 20, seed=4).next_batch()
+    assert not np.array_equal(other, CurriculumSampler(N, 20, seed=3).next_batch())
 
 
 def test_admission_value_percentile_and_intersection():
@@ -119,11 +126,12 @@ def test_state_uses_its_own_generator():
 def test_seqlen_truncate_and_reshape_keep_the_right_tokens():
     batch = np.arange(2 * 9).reshape(2, 9)  # B=2, T=8
     assert seqlen_truncate(batch, 3).tolist() == [[0, 1, 2, 3], [9, 10, 11, 12]]
-    assert seqlen_reshape(batch, 4).tolist() == [[0, 1, 2, 3, 4], [4, 5, 6, 7, 8], [9, 10, 11, 12, 13], [13, 14, 15, 16, 17]]
+    assert seqlen_reshape(batch, 4).tolist() == [[0, 1, 2, 3, 4], [4, 5, 6, 7, 8],
+                                                 [9, 10, 11, 12, 13], [13, 14, 15, 16, 17]]
     r = seqlen_reshape(batch, 2)
     assert r.shape == (8, 3) and r[:, :-1].size == 2 * 8  # every x/y pair kept when L divides T
     assert seqlen_reshape(batch, 3).tolist()[:2] == [[0, 1, 2, 3], [3, 4, 5, 6]]  # T % L = 2 targets dropped
-    assert seqlen_truncate(batch, 8).tolist() == batch.tolist()[:2] and seqlen_reshape(batch, 8).tolist() == batch.tolist()
+    assert seqlen_truncate(batch, 8).tolist() == batch.tolist() == seqlen_reshape(batch, 8).tolist()
 
 
 def test_bad_inputs():
@@ -160,3 +168,260 @@ def test_newly_admitted_ids_are_spread_uniformly_over_the_rest_of_the_pass():
             s.next_batch()
         new_frac.append(np.isin(s.next_batch(), c["index_to_sample"][100:]).mean())
     assert abs(np.mean(new_frac) - 100 / 140) < 0.03  # not all first (0.0) nor all last (1.0)
+
+
+# -----------------------------------------------------------------------------
+# percentile rounding: ours and DeepSpeed's
+
+
+def test_percentile_is_relative_to_max_difficulty():
+    """N=537, max 50: ours admits 537 * d // 50; DeepSpeed's (537 // 50) * d = 10 * d, and all 537 at d = 50."""
+    i2s, i2m = np.arange(537), np.arange(537.0)
+    assert [admitted_prefix("percentile", d, i2s, i2m, 50) for d in (1, 10, 25, 49, 50)] == [10, 107, 268, 526, 537]
+    ds = [admitted_prefix("percentile", d, i2s, i2m, 50, deepspeed=True) for d in (1, 10, 25, 49, 50)]
+    assert ds == [10, 100, 250, 490, 537]
+    assert admitted_prefix("percentile", 99, np.arange(1013), None, 100, deepspeed=True) == 990  # 13 fewer than ours
+    assert admitted_prefix("percentile", 99, np.arange(1013), None, 100) == 1002
+
+
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "deepspeed_admission.json")) as f:
+    FIXTURE = json.load(f)
+
+
+class Windows:
+    """data.SampleWindows stand-in: sample i is tokens i*T .. i*T+T of the stream 0, 1, 2, ..."""
+
+    def __init__(self, n, T, domains=None):
+        self.n, self.block_size, self.domains = n, T, domains
+
+    def __len__(self):
+        return self.n
+
+    def get(self, ids):
+        return np.asarray(ids)[:, None] * self.block_size + np.arange(self.block_size + 1)
+
+
+def sorted_index(sample_to_metric):
+    i2s = np.argsort(sample_to_metric, kind="stable")  # as analyzer.py sorts: ties by id
+    return {"index_to_sample": i2s, "index_to_metric": sample_to_metric[i2s]}
+
+
+@pytest.mark.parametrize("case", list(FIXTURE["cases"]))
+def test_admitted_sets_and_difficulties_equal_deepspeeds(case):
+    """Frozen from DeepSpeedDataSampler (tests/fixtures/make_deepspeed_admission.py): at every step the same
+    difficulties (its step offset included, seqlen too) and the same admitted set, for the pool we compute and
+    the pool the running sampler draws from."""
+    c = FIXTURE["cases"][case]
+    metrics = {name: m["entry"] for name, m in c["metrics"].items()}
+    index = {name: sorted_index(np.array(m["sample_to_metric"], dtype=np.float64))
+             for name, m in c["metrics"].items() if "sample_to_metric" in m}
+    loader = CurriculumLoader(Windows(c["num_samples"], 64), 16, metrics=metrics, index=index, deepspeed=True)
+    pool = None
+    for rec in c["steps"]:
+        pool = rec["pool"] if rec["pool"] is not None else pool  # null: unchanged since the step before
+        assert loader.step == rec["step"] and loader.difficulties() == rec["difficulties"]
+        assert loader.sampler.pool().tolist() == pool
+        loader.next_batch()
+        assert np.flatnonzero(loader.sampler.mask).tolist() == pool
+
+
+# -----------------------------------------------------------------------------
+# CurriculumLoader: config entries -> this rank's batch of tokens
+
+
+def entry(kind, lo, hi, total, step):
+    return {"difficulty_type": kind, "min_difficulty": lo, "max_difficulty": hi, "schedule_type": "fixed_linear",
+            "schedule_config": {"total_curriculum_step": total, "difficulty_step": step}}
+
+
+def loader(seqlen="seqlen_truncate", rank=0, world=1, seed=0, deepspeed=False, weights=None, G=8, domains=None):
+    """T=32, percentile 10 -> 50 of max 50 (10, 20, .. by step) and lengths 8, 16, 24, 32 over 3 steps."""
+    metrics = {"m": entry("percentile", 10, 50, 4, 10)}
+    if seqlen:
+        metrics[seqlen] = entry("value", 8, 32, 3, 8)
+    m, _, _ = metric_index(11)
+    index = {"m": sorted_index(m)}
+    return CurriculumLoader(Windows(N, 32, domains), G, seed, rank, world, metrics, index, deepspeed, weights)
+
+
+def record_ids(monkeypatch):
+    """Every id array CurriculumSampler.next_batch returns, in order."""
+    seen, real = [], CurriculumSampler.next_batch
+    monkeypatch.setattr(sampler.CurriculumSampler, "next_batch", lambda self: seen.append(real(self)) or seen[-1])
+    return seen
+
+
+def test_difficulties_and_seqlen_per_step_with_and_without_the_deepspeed_offset():
+    ours, ds = loader(), loader(deepspeed=True)
+    def d(m, s):
+        return {"m": m, "seqlen_truncate": s}
+
+    assert [ours.difficulties(t) for t in (0, 1, 3, 9)] == [d(10, 8), d(20, 16), d(40, 32), d(50, 32)]
+    assert [ds.difficulties(t) for t in (0, 1, 3)] == [d(20, 16), d(30, 24), d(50, 32)]  # DeepSpeed's d(t + 1)
+    assert [ours.seqlen(t) for t in range(5)] == [8, 16, 24, 32, 32] and loader(seqlen=None).seqlen(0) == 32
+    assert ours.sampler.pool_size(0) == N * 10 // 50 and ours.sampler.pool_size(4) == N  # all admitted at max
+    for t in range(3):
+        assert ours.difficulties() == ours.difficulties(t) and ours.seqlen() == ours.seqlen(t)
+        ours.next_batch()
+
+
+@pytest.mark.parametrize("seqlen", ["seqlen_truncate", "seqlen_reshape", None])
+def test_batches_are_the_admitted_windows_cut_to_the_step_length(seqlen, monkeypatch):
+    seen = record_ids(monkeypatch)
+    L = loader(seqlen, rank=1, world=2)
+    w = Windows(N, 32)
+    for t in range(5):
+        s, pool = L.seqlen(), L.sampler.pool()
+        batch = L.next_batch()
+        ids = seen[-1]
+        assert len(ids) == 4 and np.isin(ids, pool).all()
+        full = w.get(ids)  # (4, 33)
+        if seqlen == "seqlen_truncate":
+            assert batch.shape == (4, s + 1) and np.array_equal(batch, full[:, : s + 1])
+        elif seqlen == "seqlen_reshape":
+            assert batch.shape == (4 * (32 // s), s + 1) and np.array_equal(batch, seqlen_reshape(full, s))
+            if 32 % s == 0:  # s = 8, 16, 32: no token lost
+                assert np.array_equal(np.unique(batch), np.unique(full))
+        else:
+            assert np.array_equal(batch, full)
+        assert batch.dtype == np.int64
+
+
+def test_loader_rank_batches_are_disjoint_and_cover_the_global_batch():
+    one = loader("seqlen_reshape")
+    ranks = [loader("seqlen_reshape", rank=r, world=4) for r in range(4)]
+    for _ in range(6):
+        parts = [L.next_batch() for L in ranks]
+        whole = one.next_batch()
+        assert np.array_equal(np.concatenate(parts), whole)
+        starts = [set(p[:, 0].tolist()) for p in parts]  # a row's first token identifies it
+        assert sum(len(x) for x in starts) == len(set().union(*starts)) == len(whole)
+
+
+def test_loader_resume_is_bit_exact_also_on_another_world_size():
+    straight = loader(deepspeed=True)
+    want = [straight.next_batch() for _ in range(12)]
+    first = loader(deepspeed=True)
+    got = [first.next_batch() for _ in range(3)]
+    state = first.state_dict()
+    second = loader(deepspeed=True)
+    second.load_state_dict(state)
+    assert second.step == 3 and second.difficulties() == straight.difficulties(3)
+    got += [second.next_batch() for _ in range(9)]
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    halves = [loader(rank=r, world=2, deepspeed=True) for r in range(2)]
+    for h in halves:
+        h.load_state_dict(state)
+    for t in range(3, 12):
+        assert np.array_equal(np.concatenate([h.next_batch() for h in halves]), want[t])
+
+
+def test_loader_config_errors():
+    w, idx = Windows(N, 32), {"m": sorted_index(metric_index(0)[0])}
+    long = {"seqlen_truncate": entry("value", 8, 64, 10, 8)}
+    with pytest.raises(ValueError, match=r"max_difficulty 64 > block_size 32; set --block_size=64"):
+        CurriculumLoader(w, 8, metrics=long)
+    with pytest.raises(ValueError, match="2 seqlen metrics"):
+        CurriculumLoader(w, 8, metrics={n: entry("value", 8, 32, 10, 8) for n in ("seqlen_truncate", "seqlen_reshape")})
+    with pytest.raises(ValueError, match="min_difficulty 0 is below 1 token"):
+        CurriculumLoader(w, 8, metrics={"seqlen_reshape": entry("value", 0, 32, 10, 8)})
+    with pytest.raises(ValueError, match="difficulty_type 'median'; use value or percentile"):
+        CurriculumLoader(w, 8, metrics={"m": entry("median", 1, 10, 10, 1)}, index=idx)
+    with pytest.raises(ValueError, match="max_difficulty 0 > 0"):
+        CurriculumLoader(w, 8, metrics={"m": entry("percentile", 0, 0, 10, 1)}, index=idx)
+    with pytest.raises(ValueError, match="metric m2 has no index; build it"):
+        CurriculumLoader(w, 8, metrics={"m2": entry("value", 1, 10, 10, 1)}, index=idx)
+    with pytest.raises(ValueError, match="min_difficulty 20 > max_difficulty 10"):
+        CurriculumLoader(w, 8, metrics={"m": entry("value", 20, 10, 10, 1)}, index=idx)
+
+
+# -----------------------------------------------------------------------------
+# domain weights
+
+
+DOMAINS = np.random.default_rng(4).integers(0, 3, N)  # 3 domains of about 67 samples
+
+
+def test_domain_counts_largest_remainder():
+    assert domain_counts([0.5, 0.3, 0.2], 8).tolist() == [4, 2, 2]  # remainders 0, .4, .6
+    assert domain_counts([1 / 3, 1 / 3, 1 / 3], 8).tolist() == [3, 3, 2]  # equal remainders: lower ids first
+    assert domain_counts([0.25, 0.0, 0.75], 7).tolist() == [2, 0, 5]  # 1.75, 0, 5.25 -> the 1 left goes to domain 0
+    assert domain_counts([0.1] * 10, 512).sum() == 512
+
+
+def test_every_global_batch_has_exact_domain_counts_and_the_same_on_every_rank():
+    w = [0.5, 0.3, 0.2]
+    s = CurriculumSampler(N, 16, seed=1, domains=DOMAINS, domain_weights=w)
+    ranks = [CurriculumSampler(N, 16, 1, r, 2, domains=DOMAINS, domain_weights=w) for r in range(2)]
+    for _ in range(20):
+        g = s.next_global_batch()
+        assert np.bincount(DOMAINS[g], minlength=3).tolist() == [8, 5, 3]  # 8, 4.8, 3.2
+        assert np.array_equal(np.concatenate([r.next_batch() for r in ranks]), g)
+        assert len(set(DOMAINS[g[:8]].tolist())) > 1  # domains mixed over the batch, not one rank per domain
+
+
+def test_domain_draws_are_without_replacement_within_each_domains_pass():
+    s = CurriculumSampler(N, 10, seed=2, domains=DOMAINS, domain_weights=[0.6, 0.2, 0.2])
+    n1 = int((DOMAINS == 1).sum())
+    ids = np.concatenate([s.next_global_batch() for _ in range(n1 // 2)])  # 2 of domain 1 per batch
+    d1 = ids[DOMAINS[ids] == 1]
+    assert len(d1) == len(set(d1.tolist())) == n1 // 2 * 2  # no repeat before the pass over domain 1 ends
+
+
+def test_newly_admitted_ids_join_their_domains_current_pass():
+    """The pool doubles after 3 steps: no domain repeats an id before its pass over all its n_k ids ends."""
+    c, _ = curriculum("a", "percentile", lambda t: 50 if t < 3 else 100, seed=5)
+    s = CurriculumSampler(N, 12, seed=0, curricula=[c], domains=DOMAINS, domain_weights=[1 / 3] * 3)  # 4 per domain
+    batches = [s.next_global_batch() for _ in range(20)]
+    for k in range(3):
+        n_k = int((DOMAINS == k).sum())
+        within = np.concatenate([b[DOMAINS[b] == k] for b in batches[: n_k // 4]])  # batches inside the pass
+        upto = np.concatenate([b[DOMAINS[b] == k] for b in batches[: -(-n_k // 4)]])  # and the one where it ends
+        assert len(set(within.tolist())) == len(within)
+        assert set(upto.tolist()) == set(np.flatnonzero(DOMAINS == k).tolist())
+    assert s.sizes.tolist() == np.bincount(DOMAINS, minlength=3).tolist()  # admitted ids per domain
+
+
+def test_domain_weights_deterministic_resumable_and_seeded():
+    def make(seed=3):
+        return CurriculumSampler(N, 12, seed=seed, domains=DOMAINS, domain_weights=[0.2, 0.3, 0.5])
+
+    straight = run_steps(make(), 25)
+    assert straight == run_steps(make(), 25) and straight != run_steps(make(4), 25)
+    first = make()
+    head = run_steps(first, 7)
+    second = make()
+    second.load_state_dict(first.state_dict())
+    assert head + run_steps(second, 18) == straight
+    with pytest.raises(ValueError, match="from 3 domain bags, this run from 1; resume with the same domain_weights"):
+        CurriculumSampler(N, 12).load_state_dict(first.state_dict())
+
+
+def test_domain_weights_compose_with_a_percentile_curriculum(monkeypatch):
+    """Admission first (the easiest d / 50 of the samples), then exact counts per domain from the admitted ids."""
+    seen = record_ids(monkeypatch)
+    L = loader(seqlen=None, weights=[0.25, 0.25, 0.5], G=8, domains=DOMAINS)
+    for t in range(8):
+        pool = L.sampler.pool()
+        L.next_batch()
+        assert np.isin(seen[-1], pool).all() and np.bincount(DOMAINS[seen[-1]], minlength=3).tolist() == [2, 2, 4]
+
+
+def test_domain_weight_errors():
+    def make(w, domains=DOMAINS):
+        return CurriculumSampler(N, 8, domains=domains, domain_weights=w)
+
+    with pytest.raises(ValueError, match=r"sum to 0.9, not 1"):
+        make([0.5, 0.3, 0.1])
+    with pytest.raises(ValueError, match="has 2 weights but the data has domains 0..2; give one weight per domain"):
+        make([0.5, 0.5])
+    with pytest.raises(ValueError, match="has a negative weight"):
+        make([0.7, 0.5, -0.2])
+    with pytest.raises(ValueError, match="the data has no domain ids"):
+        make([1.0], domains=None)
+    make([0.5, 0.3, 0.2 + 1e-7]).next_batch()  # within 1e-6 of 1 is fine
+    c, m = curriculum("a", "value", lambda t: 10 if t < 2 else 49, seed=0)
+    only_0_and_1 = np.where(m <= 10, DOMAINS % 2, DOMAINS)  # no domain-2 sample has metric <= 10
+    s = CurriculumSampler(N, 8, curricula=[c], domains=only_0_and_1, domain_weights=[0.5, 0.25, 0.25])
+    with pytest.raises(ValueError, match=r"domain 2 has weight 0.25 but no admitted samples at step 0 \({'a': 10}\)"):
+        s.next_batch()
