@@ -11,7 +11,7 @@ deepspeed/runtime/data_pipeline/config.py reads the same keys), pasted unchanged
     metrics = {name: one DeepSpeed curriculum_metrics entry}   # min/max_difficulty, schedule_type, ...
     ltd     = {"random_ltd_schedule": {...}, "random_ltd_layer_id": [...]} or None
 
-This file imports no torch, so `python train.py --help` answers at once.
+This file imports no torch (numpy at most, through sampler.py), so `python train.py --help` answers at once.
 
 But:
 - every value is checked where it enters (type, range, one line naming the fix), so the concept
@@ -27,6 +27,8 @@ import json
 import os
 import re
 from dataclasses import dataclass, field, fields
+
+from sampler import SEQLEN_METRICS
 
 
 def opt(default, help):
@@ -215,7 +217,6 @@ def domain_weights(text, names):
 # curriculum and random-LTD settings, from our flags or a DeepSpeed config
 
 VOCAB_RARITY_NAMES = ("vocab_rarity", "vocabularyrarity", "voc")
-SEQLEN_METRICS = ("seqlen_truncate", "seqlen_reshape")
 DS_ONLY_KEYS = {  # accepted and ignored: they only matter to DeepSpeed itself
     "index_to_sample_path", "index_to_metric_path", "data_cluster_path", "clustering_type", "model_mask_name",
     "model_type", "hidden_state_order", "num_workers", "num_epochs", "layer_token_lr_schedule", "seed",

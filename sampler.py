@@ -363,6 +363,10 @@ class CurriculumLoader:
             return self.T
         return int(self.seqlen_sched.get_difficulty((self.step if step is None else step) + self.sampler.offset))
 
+    def rows(self, step=None):
+        """Global rows of the batch drawn at `step`: G, or G * (T // s) under seqlen_reshape."""
+        return self.sampler.G * (self.T // self.seqlen(step) if self.seqlen_name == "seqlen_reshape" else 1)
+
     def difficulties(self, step=None):
         """{name: difficulty} used for the batch drawn at `step`, every metric, seqlen included."""
         d = self.sampler.difficulties(step)

@@ -271,8 +271,9 @@ def test_batches_are_the_admitted_windows_cut_to_the_step_length(seqlen, monkeyp
     L = loader(seqlen, rank=1, world=2)
     w = Windows(N, 32)
     for t in range(5):
-        s, pool = L.seqlen(), L.sampler.pool()
+        s, pool, rows = L.seqlen(), L.sampler.pool(), L.rows(t)
         batch = L.next_batch()
+        assert rows == batch.shape[0] * 2  # global rows, as the LR horizon counts them ahead of time
         ids = seen[-1]
         assert len(ids) == 4 and np.isin(ids, pool).all()
         full = w.get(ids)  # (4, 33)
