@@ -103,10 +103,9 @@ def find_files(paths):
 
 def python_documents(installed=False):
     """Documents of the running Python in PYTHON_DOMAINS: the standard library's .py files, or with installed=True
-    every .py file under sysconfig's stdlib, platstdlib, purelib and platlib (site-packages only through the last two)."""
-    paths = sysconfig.get_paths()
-    roots = dict.fromkeys(paths[k] for k in (("stdlib", "platstdlib", "purelib", "platlib") if installed else ("stdlib",)))
-    docs = []
+    every .py file under sysconfig's stdlib, platstdlib, purelib and platlib (packages only through the last two)."""
+    keys = ("stdlib", "platstdlib", "purelib", "platlib") if installed else ("stdlib",)
+    roots, docs = dict.fromkeys(sysconfig.get_paths()[k] for k in keys), []  # unique roots, in order
     for root in roots:
         for path in _walk(root, skip=("__pycache__", "site-packages", "dist-packages")):  # packages: purelib, platlib
             rel = os.path.relpath(path, root).split(os.sep)
@@ -124,7 +123,7 @@ def _topics(path):
     """pydoc_data/topics.py -> one prose Doc per documentation topic: its text, not the Python literal."""
     try:
         tree = ast.parse(open(path, "rb").read())
-        topics = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign))  # topics = {name: text}
+        topics = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign))  # {name: text}
     except (SyntaxError, ValueError, StopIteration):
         return [Doc(0, path, None)]  # not the file we know: plain code
     return [Doc(2, f"{path}#{name}", text.encode()) for name, text in sorted(topics.items())]
@@ -146,18 +145,20 @@ def user_documents(paths, domains):
 # reading: skip what is not input text, drop duplicate content, split by document
 
 
-def _chunks(doc, chunk_size):
-    """The bytes of a document, chunk_size at a time."""
+def _chunks(doc, buf):
+    """The bytes of a document, len(buf) at a time, as memoryviews of doc.text or of buf (reused: copy to keep).
+    subtle: one buffer for every read keeps memory flat; fresh chunks of varying sizes fragment the heap."""
     if doc.text is not None:
-        yield from (doc.text[i : i + chunk_size] for i in range(0, len(doc.text), chunk_size))
+        text = memoryview(doc.text)
+        yield from (text[i : i + len(buf)] for i in range(0, len(text), len(buf)))
         return
-    with open(doc.path, "rb") as f:
-        while chunk := f.read(chunk_size):
-            yield chunk
+    with open(doc.path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            yield buf[:n]
 
 
 def _not_text(head):
-    """"binary" if head has a NUL byte, "not UTF-8" if it does not decode, else None (a character cut at the end is fine)."""
+    """"binary" if head has a NUL byte, "not UTF-8" if it does not decode, else None (a cut last character is fine)."""
     if b"\0" in head:
         return "binary"
     try:
@@ -175,13 +176,14 @@ def _in_corpus(d, cache):
     return cache[d]
 
 
-def _read(doc, chunk_size):
+def _read(doc, buf):
     """(reason to skip or None, bytes, content digest) of one document, read once, chunk by chunk."""
     h, n = hashlib.blake2b(digest_size=16), 0
     try:
-        for chunk in _chunks(doc, chunk_size):
-            if n == 0 and _not_text(chunk[:HEAD]):
-                return _not_text(chunk[:HEAD]), n, None
+        for chunk in _chunks(doc, buf):
+            reason = _not_text(bytes(chunk[:HEAD])) if n == 0 else None  # the first 8 KB decide
+            if reason:
+                return reason, n, None
             h.update(chunk)
             n += len(chunk)
     except OSError:
@@ -192,14 +194,14 @@ def _read(doc, chunk_size):
 def scan(docs, out_dir, chunk_size=1 << 20, verbose=True):
     """Read every document once -> (kept [(doc, n_bytes)], skipped Counter {reason: files}). First of equals wins."""
     out_real, seen, cache = os.path.join(os.path.realpath(out_dir), ""), set(), {}
-    kept, skipped = [], collections.Counter()
+    kept, skipped, buf = [], collections.Counter(), memoryview(bytearray(chunk_size))
     for doc in tqdm(docs, desc="scanning", unit="file", disable=None if verbose else True):  # bar on terminals only
         real = os.path.realpath(doc.path) if doc.text is None else doc.path
         reason = ("in the output directory" if real.startswith(out_real) else
                   "in a prepared corpus" if doc.text is None and _in_corpus(os.path.dirname(real), cache) else
                   "duplicate" if real in seen else None)
         if reason is None:
-            reason, n, digest = _read(doc, chunk_size)
+            reason, n, digest = _read(doc, buf)
             reason = reason or ("duplicate" if digest in seen else None)  # same content under another name
         if reason:
             skipped[reason] += 1
@@ -211,7 +213,8 @@ def scan(docs, out_dir, chunk_size=1 << 20, verbose=True):
 
 def split_documents(kept, n_domains, val_fraction, seed):
     """Per domain, a seeded shuffle; val = its shortest prefix holding val_fraction of the domain's bytes, never all
-    of it. Both splits are ordered by domain. Bytes [5, 3, 2] after the shuffle, val_fraction 0.3 -> val [5], train [3, 2]."""
+    of it. Both splits are ordered by domain.
+    Bytes [5, 3, 2] after the shuffle, val_fraction 0.3 -> val [5], train [3, 2]."""
     train, val = [], []
     for d in range(n_domains):
         group = [k for k in kept if k[0].domain == d]
@@ -235,7 +238,8 @@ def atomic_write(path, write, mode="wb"):
     Readers never see half a file, an existing file survives any failure of write (disk full,
     Ctrl-C), and two writers never share a temporary name (each gets its own from mkstemp).
     """
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=os.path.basename(path) + ".", suffix=".tmp")
+    d, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=name + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, mode) as f:
             result = write(f)
@@ -255,6 +259,7 @@ def write_tokens(f, docs, n_domains, chunk_size, bar):
     """Stream documents into f as uint16 ids, EOT between documents -> {tokens per domain, max id, content hash}.
     An EOT counts to the domain of the document before it."""
     domain_tokens, top, h = [0] * n_domains, 0, hashlib.blake2b(digest_size=16)
+    buf, ids_buf = memoryview(bytearray(chunk_size)), np.empty(chunk_size, dtype=np.uint16)  # reused for every chunk
     sep = np.array([EOT], dtype=np.uint16)
     for i, (doc, _) in enumerate(docs):
         if i:
@@ -262,8 +267,9 @@ def write_tokens(f, docs, n_domains, chunk_size, bar):
             h.update(sep)
             domain_tokens[docs[i - 1][0].domain] += 1
             top = EOT
-        for chunk in _chunks(doc, chunk_size):
-            ids = np.frombuffer(chunk, dtype=np.uint8).astype(np.uint16)  # token id = byte value
+        for chunk in _chunks(doc, buf):
+            ids = ids_buf[: len(chunk)]
+            ids[:] = np.frombuffer(chunk, dtype=np.uint8)  # token id = byte value
             f.write(ids)
             h.update(ids)
             domain_tokens[doc.domain] += len(ids)
@@ -278,12 +284,13 @@ def _fingerprint(train_digest, val_digest):
 
 
 def _alive(pid):
+    """Whether process pid exists (signal 0 asks without sending anything)."""
     try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # it exists, as another user's
     return True
 
 
@@ -320,55 +327,67 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
             domains=None, installed=False, chunk_size=1 << 20):
     """Tokenize documents into out_dir/{train.bin, val.bin, meta.json}; returns the meta dict.
 
-    paths: files, directories, globs (None: the standard library, or the whole installation with installed=True);
+    paths: files, directories, globs (None: the standard library; installed=True: the whole installation);
     domains: {name: [files, directories, globs]}. Nothing is written unless both splits hold a window of
     block_size + 1 tokens; out_dir is replaced whole, and only if it holds nothing but a corpus.
     """
-    if not 0 < val_fraction < 1:
-        raise ValueError(f"val_fraction={val_fraction} must be between 0 and 1")
-    if installed and (paths or domains):
-        raise ValueError("--installed reads the Python installation: pass no paths or --domain with it")
-    extra = set(os.listdir(out_dir)) - CORPUS_ENTRIES if os.path.isdir(out_dir) else set()
-    if os.path.exists(out_dir) and (extra or not os.path.isdir(out_dir)):
-        raise ValueError(f"{out_dir} holds more than a corpus ({', '.join(sorted(extra)[:3]) or 'a file'}) and would be "
-                         f"replaced whole; pass a new or corpus-only --out_dir")
-    names, docs = (PYTHON_DOMAINS, python_documents(installed)) if installed or not (paths or domains) else user_documents(paths, domains)
+    out_dir = os.path.realpath(out_dir)  # subtle: a symlinked out_dir is replaced where it points
+    _check_arguments(out_dir, val_fraction, paths or domains, installed)
+    if installed or not (paths or domains):
+        names, docs = PYTHON_DOMAINS, python_documents(installed)
+    else:
+        names, docs = user_documents(paths, domains)
     _clean_leftovers(out_dir)
     kept, skipped = scan(docs, out_dir, chunk_size, verbose)
     why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
     if verbose and skipped:
         print(f"skipped {sum(skipped.values())} files: {why}")
     if not kept:
-        raise ValueError(f"the corpus is empty: no text files found{' (skipped: ' + why + ')' if why else ''}; pass files with text in them")
+        raise ValueError(f"the corpus is empty: no text in {len(docs)} files ({why or 'none found'}); "
+                         f"pass files with text in them")
     train, val = split_documents(kept, len(names or [None]), val_fraction, seed)
     n_train, n_val = (sum(n for _, n in s) + max(len(s) - 1, 0) for s in (train, val))  # bytes + EOTs
     if min(n_train, n_val) < block_size + 1:
-        raise ValueError(f"corpus too short: {n_train} train and {n_val} val tokens (val takes whole files), each split "
-                         f"needs at least block_size+1 = {block_size + 1}; add more text or use a smaller --block_size")
+        raise ValueError(f"corpus too short: {n_train} train and {n_val} val tokens (val takes whole files), each "
+                         f"split needs block_size+1 = {block_size + 1}; add text or use a smaller --block_size")
     parent, base = os.path.split(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(dir=parent, prefix=f".{base}.tmp-{os.getpid()}-")  # hidden: never read as input
     try:
         meta = _build(tmp, train, val, names, chunk_size, verbose)
-        meta.update(val_fraction=val_fraction, seed=seed, skipped=dict(skipped),
-                    source="installed" if installed else "stdlib" if not (paths or domains) else "files")
-        atomic_write(os.path.join(tmp, "meta.json"), lambda f: json.dump(meta, f, indent=1), mode="w")
+        source = "installed" if installed else "files" if paths or domains else "stdlib"
+        meta.update(val_fraction=val_fraction, seed=seed, skipped=dict(skipped), source=source)
+        write_meta(tmp, meta)
         _swap_in(tmp, out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # a failed build leaves nothing behind
     if verbose:
-        print(f"wrote {out_dir}: {len(kept)} documents, {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens")
+        print(f"wrote {out_dir}: {len(kept)} documents, {meta['train_tokens']:,} train, "
+              f"{meta['val_tokens']:,} val tokens")
         for d, name in enumerate(names or []):
-            print(f"  domain {d} {name}: {meta['domain_tokens']['train'][d]:,} train, {meta['domain_tokens']['val'][d]:,} val tokens")
+            print(f"  domain {d} {name}: {meta['domain_tokens']['train'][d]:,} train, "
+                  f"{meta['domain_tokens']['val'][d]:,} val tokens")
     return meta
 
 
+def _check_arguments(out_dir, val_fraction, user_files, installed):
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction={val_fraction} must be between 0 and 1")
+    if installed and user_files:
+        raise ValueError("--installed reads the Python installation: pass no paths or --domain with it")
+    extra = set(os.listdir(out_dir)) - CORPUS_ENTRIES if os.path.isdir(out_dir) else set()
+    if os.path.exists(out_dir) and (extra or not os.path.isdir(out_dir)):
+        raise ValueError(f"{out_dir} holds more than a corpus ({', '.join(sorted(extra)[:3]) or 'it is a file'}) and "
+                         f"would be replaced whole; pass a new or corpus-only --out_dir")
+
+
 def _build(tmp, train, val, names, chunk_size, verbose):
-    """Write tmp/train.bin and tmp/val.bin -> the meta dict's token counts, domains, max id and fingerprint."""
-    bar = tqdm(total=sum(n for _, n in train + val), desc="writing", unit="B", unit_scale=True, disable=None if verbose else True)
-    out = {}
+    """Write tmp/train.bin and tmp/val.bin -> meta: token counts, domains, max id and fingerprint."""
+    total = sum(n for _, n in train + val)
+    bar = tqdm(total=total, desc="writing", unit="B", unit_scale=True, disable=None if verbose else True)
+    out, n_domains = {}, len(names or [None])
     for split, docs in (("train", train), ("val", val)):
-        write = functools.partial(write_tokens, docs=docs, n_domains=len(names or [None]), chunk_size=chunk_size, bar=bar)
+        write = functools.partial(write_tokens, docs=docs, n_domains=n_domains, chunk_size=chunk_size, bar=bar)
         out[split] = atomic_write(os.path.join(tmp, f"{split}.bin"), write)
     bar.close()
     meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes", "n_documents": len(train) + len(val),
@@ -378,7 +397,8 @@ def _build(tmp, train, val, names, chunk_size, verbose):
     if names:
         meta["domains"] = names
         meta["domain_tokens"] = {s: out[s]["domain_tokens"] for s in out}
-        meta["domain_offsets"] = {s: np.cumsum([0] + out[s]["domain_tokens"]).tolist() for s in out}  # domain d: [o[d], o[d+1])
+        # domain d of a split holds its tokens offsets[d] .. offsets[d+1]-1
+        meta["domain_offsets"] = {s: np.cumsum([0] + out[s]["domain_tokens"]).tolist() for s in out}
     return meta
 
 
@@ -390,14 +410,22 @@ def write_meta(out_dir, meta):
     atomic_write(os.path.join(out_dir, "meta.json"), lambda f: json.dump(meta, f, indent=1), mode="w")
 
 
+def _read_meta(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON ({e}); prepare the corpus again (python data.py)") from None
+
+
 def _n_tokens(path):
     """Tokens in a uint16 token file; one line naming the file if it is missing, empty or of odd length."""
     if not os.path.isfile(path):
         raise ValueError(f"no such token file: {path}; prepare the data with `python data.py` first")
     size = os.path.getsize(path)
     if size == 0 or size % 2:
-        raise ValueError(f"{path} is {'empty' if size == 0 else f'{size} bytes, an odd length'}: not a uint16 token "
-                         f"file; prepare it again (python data.py)")
+        raise ValueError(f"{path} is {'empty' if size == 0 else f'{size} bytes, an odd length'}: not a uint16 "
+                         f"token file; prepare it again (python data.py)")
     return size // 2
 
 
@@ -436,32 +464,29 @@ def load_meta(data_dir, vocab_size=None):
     meta.json) needs vocab_size and is read once to find its largest id."""
     path = os.path.join(data_dir, "meta.json")
     if os.path.exists(path):
-        try:
-            with open(path) as f:
-                meta = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{path} is not valid JSON ({e}); prepare the corpus again (python data.py)") from None
+        meta = _read_meta(path)
     elif not os.path.exists(os.path.join(data_dir, "train.bin")):
         raise ValueError(f"no train.bin in {data_dir}; run `python data.py --out_dir {data_dir} FILES...` first")
     elif vocab_size is None:
-        raise ValueError(f"{data_dir} has train.bin but no meta.json; pass its vocabulary size, e.g. --vocab_size=50257 for GPT-2 BPE")
+        raise ValueError(f"{data_dir} has train.bin but no meta.json; pass its vocabulary size, "
+                         f"e.g. --vocab_size=50257 for GPT-2 BPE")
     else:
         meta = nanogpt_meta(data_dir, vocab_size)
     for split in ("train", "val"):
         n = _n_tokens(os.path.join(data_dir, f"{split}.bin"))
         if meta.get(f"{split}_tokens", n) != n:
             raise ValueError(f"{os.path.join(data_dir, split + '.bin')} holds {n:,} tokens but {path} records "
-                             f"{meta[split + '_tokens']:,}: the files changed after it was written; prepare the corpus again")
+                             f"{meta[split + '_tokens']:,}: the files changed after it; prepare the corpus again")
     top, V = meta.get("max_token_id"), min(v for v in (meta["vocab_size"], vocab_size) if v)
     if top is not None and top >= V:
-        raise ValueError(f"{data_dir} holds token id {top} (meta.json max_token_id), not below the vocabulary size {V}; "
-                         f"pass the tokenizer's vocabulary size (at least --vocab_size={top + 1})")
+        raise ValueError(f"{data_dir} holds token id {top} (meta.json max_token_id), not below the vocabulary size "
+                         f"{V}; pass the tokenizer's vocabulary size (at least --vocab_size={top + 1})")
     return meta
 
 
 def fingerprint(data_dir):
-    """The corpus's content hash for checkpoints (resume refuses other data): meta["fingerprint"], recorded when the
-    token files were written; this reads meta.json and checks the files' sizes. Older corpora are hashed now."""
+    """The corpus's content hash, for checkpoints to refuse a resume on other data: meta["fingerprint"], recorded
+    when the token files were written; reads meta.json and checks the files' sizes. Older corpora are hashed now."""
     meta = load_meta(data_dir) if os.path.exists(os.path.join(data_dir, "meta.json")) else {}
     if "fingerprint" in meta:
         return meta["fingerprint"]
@@ -483,7 +508,8 @@ class SampleWindows:
         n = _n_tokens(path)  # one line for a missing, empty or odd-length file
         self.path, self.block_size = path, block_size
         if n < block_size + 1:
-            raise ValueError(f"{path} has {n} tokens, fewer than block_size+1 = {block_size + 1}; use a smaller --block_size or more text")
+            raise ValueError(f"{path} has {n} tokens, fewer than block_size+1 = {block_size + 1}; "
+                             f"use a smaller --block_size or more text")
         self.data = np.memmap(path, dtype=np.uint16, mode="r")  # never the whole corpus in RAM
 
     def __len__(self):
@@ -499,7 +525,7 @@ class SampleWindows:
         """Samples start..stop-1 as one contiguous read: (stop-start, T+1) int64."""
         T = self.block_size
         flat = self.data[start * T : stop * T + 1]  # uint16 view of the memmap, no copy yet
-        return np.lib.stride_tricks.sliding_window_view(flat, T + 1)[::T].astype(np.int64)  # subtle: one copy, contiguous (3x faster to index)
+        return np.lib.stride_tricks.sliding_window_view(flat, T + 1)[::T].astype(np.int64)  # one contiguous copy
 
     @functools.cached_property
     def domains(self):
@@ -508,10 +534,7 @@ class SampleWindows:
         domain_offsets [0, 40, 100], T = 16 -> middles 8, 24, 40, 56, 72, 88 -> domains [0, 0, 1, 1, 1, 1]"""
         meta_path = os.path.join(os.path.dirname(self.path), "meta.json")
         split = os.path.basename(self.path).removesuffix(".bin")
-        if not os.path.exists(meta_path):
-            return None
-        with open(meta_path) as f:
-            offsets = json.load(f).get("domain_offsets", {}).get(split)
+        offsets = _read_meta(meta_path).get("domain_offsets", {}).get(split) if os.path.exists(meta_path) else None
         if offsets is None:
             return None
         middle = np.arange(len(self), dtype=np.int64) * self.block_size + self.block_size // 2  # (N,)
@@ -533,29 +556,39 @@ def parse_domains(specs):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Tokenize text into train.bin / val.bin / meta.json (byte-level, EOT "
-                                "between documents, split by file). With no paths: the Python standard library.")
-    p.add_argument("paths", nargs="*", help="files, directories or globs (default: the Python standard library's .py files); a directory holding nanoGPT train.bin/val.bin is used as it is")
-    p.add_argument("--installed", action="store_true", help="every .py file of this Python installation (standard library and installed packages, tests included), deduplicated by content; out_dir default data/installed")
-    p.add_argument("--domain", action="append", default=[], metavar="NAME=GLOB", help="put the files matching GLOB (file, directory or glob; repeat NAME for more) in domain NAME; positional paths then form domain 'other'. Without it the default corpora have domains code, tests and prose, user files none")
-    p.add_argument("--out_dir", default=None, help=f"where to write, replaced whole (default: {DEFAULT_DIR}, or {INSTALLED_DIR} with --installed)")
-    p.add_argument("--val_fraction", type=float, default=0.1, help="fraction of each domain's bytes held out for validation, in whole files")
-    p.add_argument("--block_size", type=int, default=128, help="only checks that each split holds one window of block_size + 1 tokens (train.py's default is the same)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the shuffle that splits files into train and val")
-    p.add_argument("--vocab_size", type=int, default=None, help="for a nanoGPT directory: its vocabulary size (recorded in meta.json; token ids must be below it)")
+    p = argparse.ArgumentParser(description="Tokenize text into train.bin / val.bin / meta.json: byte-level, EOT "
+                                "between documents, split by file. With no paths: the Python standard library.")
+    p.add_argument("paths", nargs="*", help="files, directories or globs (default: the standard library's .py files "
+                   "in domains code, tests, prose); one directory holding nanoGPT train.bin/val.bin is used as it is")
+    p.add_argument("--installed", action="store_true", help="every .py file of this Python installation (standard "
+                   "library and installed packages, tests included), deduplicated by content, in domains code, "
+                   "tests, prose; --out_dir defaults to data/installed")
+    p.add_argument("--domain", action="append", default=[], metavar="NAME=GLOB", help="files matching GLOB (a file, "
+                   "directory or glob; repeat NAME for more) form domain NAME, the first named wins a file; positional "
+                   "paths then form domain 'other'. Example: --domain code='src/**/*.py' --domain docs=docs")
+    p.add_argument("--out_dir", default=None, help=f"where to write; replaced whole, so it must be new or hold only a "
+                   f"corpus (default: {DEFAULT_DIR}, or {INSTALLED_DIR} with --installed)")
+    p.add_argument("--val_fraction", type=float, default=0.1, help="share of each domain's bytes held out for "
+                   "validation, in whole files (default: %(default)s)")
+    p.add_argument("--block_size", type=int, default=128, help="only checks that each split holds one window of "
+                   "block_size + 1 tokens; train.py sets the one it trains with (default: %(default)s, as train.py)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the shuffle that splits files (default: %(default)s)")
+    p.add_argument("--vocab_size", type=int, default=None, help="for a nanoGPT directory: its tokenizer's vocabulary "
+                   "size, recorded in meta.json (every token id must be below it)")
     args = p.parse_args(argv)
     try:
         if len(args.paths) == 1 and os.path.isfile(os.path.join(args.paths[0], "train.bin")):
-            d = args.paths[0]  # nanoGPT format: keep the .bin files, (re)write meta.json with counts, max id, fingerprint
-            old = load_meta(d) if os.path.exists(os.path.join(d, "meta.json")) else {}
+            d = args.paths[0]  # nanoGPT format: keep the .bin files, (re)write meta.json (counts, max id, fingerprint)
+            old = _read_meta(os.path.join(d, "meta.json")) if os.path.exists(os.path.join(d, "meta.json")) else {}
             vocab_size = args.vocab_size or old.get("vocab_size")  # --vocab_size wins over a recorded one
             if vocab_size is None:
-                load_meta(d)  # raises: asks for --vocab_size
+                raise ValueError(f"{d} has train.bin but no vocabulary size; pass --vocab_size (50257 for GPT-2 BPE)")
             meta = nanogpt_meta(d, vocab_size, old)
             for split in ("train", "val"):
                 SampleWindows(os.path.join(d, f"{split}.bin"), args.block_size)
             write_meta(d, meta)
-            print(f"{d} is in nanoGPT format: vocab_size {meta['vocab_size']}, max token id {meta['max_token_id']}; train with --data_dir={d}")
+            print(f"{d} is in nanoGPT format: vocab_size {meta['vocab_size']}, largest token id "
+                  f"{meta['max_token_id']}; train with --data_dir={d}")
         else:
             out_dir = args.out_dir or (INSTALLED_DIR if args.installed else DEFAULT_DIR)
             prepare(args.paths, out_dir, args.val_fraction, args.block_size, args.seed,
