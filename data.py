@@ -13,7 +13,7 @@ shortest prefix of it holding val_fraction of the domain's bytes (never every do
 Each split is its domains in order, EOT between documents:
 
     train = [domain 0 docs, shuffled] EOT [domain 1 docs, shuffled] EOT ...   (val alike)
-    domain of window i = domain of its middle token i*T + T//2
+    domain of window i = domain of its middle token i*T + T//2  (its majority if it spans two)
 
 But:
 - the tokenizer is plain bytes (ids 0..255) plus one end-of-document id, so any text works
@@ -29,7 +29,9 @@ But:
 - never read as input: the output directory, any directory holding a train.bin, and files
   that are not text (a NUL byte or invalid UTF-8 in their first 8 KB);
 - the corpus is built in a hidden sibling directory and swapped in with renames, so out_dir
-  changes all at once or not at all (its old index/ goes with the old data).
+  changes all at once or not at all (its old index/ goes with the old data);
+- no .idx of document boundaries as in DeepSpeed's data_sampling/indexed_dataset.py (Megatron's
+  format): samples are fixed windows, and meta.json records only where each domain starts.
 """
 
 import argparse
@@ -178,7 +180,7 @@ def _in_corpus(d, cache):
 
 def _read(doc, buf):
     """(reason to skip or None, bytes, content digest) of one document, read once, chunk by chunk."""
-    h, n = hashlib.blake2b(digest_size=16), 0
+    h, n = hashlib.sha256(), 0
     try:
         for chunk in _chunks(doc, buf):
             reason = _not_text(bytes(chunk[:HEAD])) if n == 0 else None  # the first 8 KB decide
@@ -258,7 +260,7 @@ def atomic_write(path, write, mode="wb"):
 def write_tokens(f, docs, n_domains, chunk_size, bar):
     """Stream documents into f as uint16 ids, EOT between documents -> {tokens per domain, max id, content hash}.
     An EOT counts to the domain of the document before it."""
-    domain_tokens, top, h = [0] * n_domains, 0, hashlib.blake2b(digest_size=16)
+    domain_tokens, top, h = [0] * n_domains, 0, hashlib.sha256()
     buf, ids_buf = memoryview(bytearray(chunk_size)), np.empty(chunk_size, dtype=np.uint16)  # reused for every chunk
     sep = np.array([EOT], dtype=np.uint16)
     for i, (doc, _) in enumerate(docs):
@@ -280,7 +282,7 @@ def write_tokens(f, docs, n_domains, chunk_size, bar):
 
 def _fingerprint(train_digest, val_digest):
     """One hex string for a corpus: a hash of the two splits' content hashes (so the split point counts too)."""
-    return hashlib.blake2b(train_digest + val_digest, digest_size=16).hexdigest()
+    return hashlib.sha256(train_digest + val_digest).hexdigest()[:32]  # 128 bits are plenty
 
 
 def _alive(pid):
@@ -434,7 +436,7 @@ def scan_bins(data_dir, chunk_size=1 << 20):
     out = {}
     for split in ("train", "val"):
         path = os.path.join(data_dir, f"{split}.bin")
-        n, top, h = _n_tokens(path), 0, hashlib.blake2b(digest_size=16)
+        n, top, h = _n_tokens(path), 0, hashlib.sha256()
         with open(path, "rb") as f:
             while chunk := f.read(chunk_size & ~1):  # an even number of bytes: whole tokens
                 h.update(chunk)
