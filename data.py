@@ -334,12 +334,12 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
     block_size + 1 tokens; out_dir is replaced whole, and only if it holds nothing but a corpus.
     """
     out_dir = os.path.realpath(out_dir)  # subtle: a symlinked out_dir is replaced where it points
+    _clean_leftovers(out_dir)  # first: a kill between two renames may have left out_dir missing
     _check_arguments(out_dir, val_fraction, paths or domains, installed)
     if installed or not (paths or domains):
         names, docs = PYTHON_DOMAINS, python_documents(installed)
     else:
         names, docs = user_documents(paths, domains)
-    _clean_leftovers(out_dir)
     kept, skipped = scan(docs, out_dir, chunk_size, verbose)
     why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
     if verbose and skipped:
@@ -559,15 +559,17 @@ def parse_domains(specs):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Tokenize text into train.bin / val.bin / meta.json: byte-level, EOT "
-                                "between documents, split by file. With no paths: the Python standard library.")
+                                "between documents, split by file. With no paths: the Python standard library. Never "
+                                "read: the output directory, any directory holding a train.bin, and files with a NUL "
+                                "byte or invalid UTF-8 in their first 8 KB (one line says how many were skipped).")
     p.add_argument("paths", nargs="*", help="files, directories or globs (default: the standard library's .py files "
                    "in domains code, tests, prose); one directory holding nanoGPT train.bin/val.bin is used as it is")
     p.add_argument("--installed", action="store_true", help="every .py file of this Python installation (standard "
                    "library and installed packages, tests included), deduplicated by content, in domains code, "
                    "tests, prose; --out_dir defaults to data/installed")
     p.add_argument("--domain", action="append", default=[], metavar="NAME=GLOB", help="files matching GLOB (a file, "
-                   "directory or glob; repeat NAME for more) form domain NAME, the first named wins a file; positional "
-                   "paths then form domain 'other'. Example: --domain code='src/**/*.py' --domain docs=docs")
+                   "directory or glob; repeat NAME for more) form domain NAME (a file in two goes to the first); "
+                   "positional paths then form domain 'other'. Example: --domain code='src/**/*.py' --domain docs=docs")
     p.add_argument("--out_dir", default=None, help=f"where to write; replaced whole, so it must be new or hold only a "
                    f"corpus (default: {DEFAULT_DIR}, or {INSTALLED_DIR} with --installed)")
     p.add_argument("--val_fraction", type=float, default=0.1, help="share of each domain's bytes held out for "
