@@ -9,7 +9,8 @@ a fixed set of samples with stable ids. Sample i is the window
 
 so windows do not overlap (they share one boundary token) and N = (n_tokens - 1) // T.
 Documents (a file each) are split whole: per domain, a seeded shuffle, and val takes the
-shortest prefix of it holding val_fraction of the domain's bytes (never every document).
+shortest prefix of it holding val_fraction of the domain's bytes (never every document; a
+domain of one document is cut by bytes instead, its last val_fraction going to val).
 Each split is its domains in order, EOT between documents:
 
     train = [domain 0 docs, shuffled] EOT [domain 1 docs, shuffled] EOT ...   (val alike)
@@ -42,6 +43,7 @@ import functools
 import glob
 import hashlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -61,7 +63,8 @@ TEST_DIRS = {"test", "tests", "idle_test"}
 HEAD = 8192  # bytes checked for text: no NUL and valid UTF-8 (git's 8000-byte binary test, plus UTF-8)
 CORPUS_ENTRIES = {"train.bin", "val.bin", "meta.json", "index"}  # what out_dir may hold before it is replaced
 
-Doc = collections.namedtuple("Doc", "domain path text")  # text: bytes held in memory, or None to read path
+# text: bytes held in memory, or None to read path; bytes start .. stop-1 of it (stop None: to the end)
+Doc = collections.namedtuple("Doc", "domain path text start stop", defaults=(None, 0, None))
 
 # -----------------------------------------------------------------------------
 # byte-level tokenizer
@@ -148,14 +151,17 @@ def user_documents(paths, domains):
 
 
 def _chunks(doc, buf):
-    """The bytes of a document, len(buf) at a time, as memoryviews of doc.text or of buf (reused: copy to keep).
-    subtle: one buffer for every read keeps memory flat; fresh chunks of varying sizes fragment the heap."""
+    """A document's bytes start .. stop-1, len(buf) at a time, as memoryviews of doc.text or of buf (reused: copy
+    to keep). subtle: one buffer for every read keeps memory flat; fresh chunks of varying sizes fragment the heap."""
     if doc.text is not None:
-        text = memoryview(doc.text)
+        text = memoryview(doc.text)[doc.start : doc.stop]
         yield from (text[i : i + len(buf)] for i in range(0, len(text), len(buf)))
         return
     with open(doc.path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
+        f.seek(doc.start)
+        left = math.inf if doc.stop is None else doc.stop - doc.start
+        while left > 0 and (n := f.readinto(buf[: min(len(buf), left)])):
+            left -= n
             yield buf[:n]
 
 
@@ -215,11 +221,16 @@ def scan(docs, out_dir, chunk_size=1 << 20, verbose=True):
 
 def split_documents(kept, n_domains, val_fraction, seed):
     """Per domain, a seeded shuffle; val = its shortest prefix holding val_fraction of the domain's bytes, never all
-    of it. Both splits are ordered by domain.
-    Bytes [5, 3, 2] after the shuffle, val_fraction 0.3 -> val [5], train [3, 2]."""
+    of it; a domain of one document is cut by bytes instead (its last val_fraction is val). Splits ordered by domain.
+    Bytes [5, 3, 2] after the shuffle, val_fraction 0.3 -> val [5], train [3, 2]; [1000] -> val [100], train [900]."""
     train, val = [], []
     for d in range(n_domains):
         group = [k for k in kept if k[0].domain == d]
+        if len(group) == 1:  # one document (nanoGPT's input.txt): train = its head, val = its tail
+            (doc, n), cut = group[0], group[0][1] - int(group[0][1] * val_fraction)
+            train.append((doc._replace(stop=cut), cut))
+            val += [(doc._replace(start=cut), n - cut)] if cut < n else []
+            continue
         group = [group[i] for i in np.random.default_rng([seed, d]).permutation(len(group))]  # deterministic shuffle
         target, taken, n_val = val_fraction * sum(n for _, n in group), 0, 0
         while n_val < len(group) - 1 and taken < target:  # shortest prefix reaching the target, one document left
@@ -358,7 +369,7 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
     try:
         meta = _build(tmp, train, val, names, chunk_size, verbose)
         source = "installed" if installed else "files" if paths or domains else "stdlib"
-        meta.update(val_fraction=val_fraction, seed=seed, skipped=dict(skipped), source=source)
+        meta.update(n_documents=len(kept), val_fraction=val_fraction, seed=seed, skipped=dict(skipped), source=source)
         write_meta(tmp, meta)
         _swap_in(tmp, out_dir)
     finally:
@@ -392,7 +403,7 @@ def _build(tmp, train, val, names, chunk_size, verbose):
         write = functools.partial(write_tokens, docs=docs, n_domains=n_domains, chunk_size=chunk_size, bar=bar)
         out[split] = atomic_write(os.path.join(tmp, f"{split}.bin"), write)
     bar.close()
-    meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes", "n_documents": len(train) + len(val),
+    meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes",
             "train_tokens": sum(out["train"]["domain_tokens"]), "val_tokens": sum(out["val"]["domain_tokens"]),
             "max_token_id": max(out["train"]["max"], out["val"]["max"]),
             "fingerprint": _fingerprint(out["train"]["digest"], out["val"]["digest"])}

@@ -103,6 +103,19 @@ def test_prepare_hand_built_corpus_split_by_file(tmp_path):
     assert snapshot(tmp_path / "again") == snapshot(out)
 
 
+def test_one_file_is_cut_like_nanogpt_input_txt(tmp_path):
+    """A domain of one document (e.g. nanoGPT's shakespeare input.txt): train = its first 90%, val = the rest."""
+    text = "".join(f"line {k}: to be or not to be\n" for k in range(40))  # 1,170 bytes
+    (tmp_path / "input.txt").write_text(text)
+    for chunk_size in (1 << 20, 7):
+        out = tmp_path / f"out{chunk_size}"
+        meta = data.prepare([str(tmp_path / "input.txt")], str(out), block_size=16, verbose=False,
+                            chunk_size=chunk_size)
+        train, val = read_split(out, "train"), read_split(out, "val")
+        assert len(val) == int(len(text) * 0.1) and data.decode(np.concatenate([train, val])) == text
+        assert meta["n_documents"] == 1 and meta["train_tokens"] == len(text) - len(val)
+
+
 def test_no_content_in_both_splits_and_duplicates_read_once(tmp_path):
     """40 files (5 of them copies of others): every distinct text is in exactly one split, exactly once."""
     files = {f"d{k}/f{k}.txt": f"<{k}>" + f"text of file {k}. " * (20 + k) for k in range(35)}
@@ -118,7 +131,7 @@ def test_no_content_in_both_splits_and_duplicates_read_once(tmp_path):
 
 
 def test_prepare_streams_in_chunks(tmp_path):
-    """Peak traced memory of a 6 MB prepare (one 5 MB file, 40 small ones) in 64 KB chunks: a few chunks, not the input."""
+    """Peak traced memory of a 6 MB prepare (one 5 MB file, 40 small ones) in 64 KB chunks: a few chunks, not all."""
     rng = np.random.default_rng(0)
     words = np.array(["alpha", "beta", "gamma", "delta", "def", "return", "\n"])
     files = {"big.txt": " ".join(rng.choice(words, 900_000))}
@@ -130,7 +143,7 @@ def test_prepare_streams_in_chunks(tmp_path):
                         chunk_size=1 << 16)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert size > 6e6 and meta["train_tokens"] + meta["val_tokens"] == size + 41 - 2  # 41 documents, an EOT between two in a split
+    assert size > 6e6 and meta["train_tokens"] + meta["val_tokens"] == size + 41 - 2  # an EOT between 2 documents
     assert peak < size / 10, f"peak {peak / 1e6:.1f} MB for {size / 1e6:.1f} MB of input"
 
 
@@ -158,17 +171,18 @@ def fake_python(tmp_path, monkeypatch):
 
 def test_standard_library_domains(fake_python, tmp_path):
     """code: os.py, json/decoder.py; tests: test/test_os.py; prose: two topics. val_fraction 0.3 puts one document of
-    each domain with two in val; the lone test file stays in train. An EOT counts to the document before it."""
+    each domain with two in val; the lone test file is cut, its last 30% in val. An EOT counts to the document before
+    it; the last document of a split has none."""
     meta = data.prepare(out_dir=str(tmp_path / "out"), val_fraction=0.3, block_size=16, verbose=False)
     assert meta["domains"] == ["code", "tests", "prose"] and meta["source"] == "stdlib"
     n_code, n_tests = 11 * 40 + 24 * 20, 31 * 15
     n_if, n_for = (len(t) for t in fake_python.values())
     train, val = meta["domain_tokens"]["train"], meta["domain_tokens"]["val"]
-    assert [t + v for t, v in zip(train, val)] == [n_code + 2, n_tests + 1, n_if + n_for]
-    assert val[1] == 0 and train[2] in (n_if, n_for) and val[0] - 1 in (11 * 40, 24 * 20)
+    assert [t + v for t, v in zip(train, val)] == [n_code + 2, n_tests + 2, n_if + n_for]
+    assert val[1] == int(n_tests * 0.3) + 1 and train[2] in (n_if, n_for) and val[0] - 1 in (11 * 40, 24 * 20)
     texts = docs_of(read_split(tmp_path / "out", "train")) + docs_of(read_split(tmp_path / "out", "val"))
     assert set(fake_python.values()) <= set(texts)  # topics as text, one document each, not the Python literal
-    assert not any("not part of" in t or "topics = " in t for t in texts) and len(texts) == 5
+    assert not any("not part of" in t or "topics = " in t for t in texts) and len(texts) == 6  # test_os.py in two
 
 
 def test_installed_corpus_dedup_and_split(fake_python, tmp_path):
@@ -216,7 +230,8 @@ def test_bad_domain_spec_is_one_line(tmp_path):
 
 def test_second_run_does_not_read_its_own_output_or_other_corpora(tmp_path):
     write_files(tmp_path, {"one.txt": "first document. " * 40, "two.txt": "second document. " * 30,
-                           "prog.bin": b"\x7fELF\x02\x01\x01\x00" * 200, "latin1.txt": "caf\xe9 ".encode("latin-1") * 50,
+                           "prog.bin": b"\x7fELF\x02\x01\x01\x00" * 200,
+                           "latin1.txt": "caf\xe9 ".encode("latin-1") * 50,
                            "old_corpus/train.bin": b"\x01\x00" * 100, "old_corpus/meta.json": "{}",
                            "old_corpus/notes.txt": "text beside a corpus " * 10})
     out = str(tmp_path / "data")
