@@ -5,6 +5,7 @@ Benchmarks that print ratios measured side by side in one run, as tables.
     python bench.py sampler    # our sampler vs DeepSpeed's DeepSpeedDataSampler (when importable)
     python bench.py ltd        # random-LTD step time vs the FLOP ratio (efficiency)
     python bench.py dense      # our dense training step vs nanoGPT's model (--nanogpt=path/to/model.py)
+    python bench.py prepare    # data.py's peak anonymous memory and MB/s at 30 MB, 300 MB and 1 GB of text
 
 Speed targets live here, never in timed test assertions.
 """
@@ -363,13 +364,74 @@ def bench_dense(args):
 
 
 # -----------------------------------------------------------------------------
+# data preparation
+
+_PREPARE_CHILD = """import os, sys, time
+sys.path.insert(0, sys.argv[2])
+import data
+print(open('/proc/self/status').read().split('RssAnon:')[1].split()[0], flush=True)  # kB after imports
+sys.stdin.readline()  # the parent has read that level: go
+t0 = time.perf_counter()
+data.prepare([os.path.join(sys.argv[1], 'src')], os.path.join(sys.argv[1], 'out'), block_size=128, verbose=False)
+print(time.perf_counter() - t0, flush=True)"""
+
+
+def _rss_anon_kb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return int(f.read().split("RssAnon:")[1].split()[0])
+    except (OSError, IndexError):
+        return 0  # the process has just exited
+
+
+def bench_prepare(args):
+    """data.prepare in a child process on copies of this Python's standard library (each file with a unique first
+    line, so none is a duplicate): peak anonymous memory (RssAnon, sampled every 5 ms, above its level after imports;
+    the page cache and mapped libraries are not in it) and input MB/s. --data_py_dir times another data.py."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    p = argparse.ArgumentParser(prog="bench.py prepare")
+    p.add_argument("--sizes_mb", default="30,300,1000")
+    p.add_argument("--data_py_dir", default=os.path.dirname(os.path.abspath(__file__)))
+    a = p.parse_args(args)
+    root = sysconfig.get_paths()["stdlib"]
+    files = [os.path.join(d, f) for d, _, names in os.walk(root) if "site-packages" not in d
+             for f in names if f.endswith(".py")]
+    print(f"{'input MB':>9} {'files':>7} {'peak RssAnon MB':>16} {'seconds':>8} {'MB/s':>6}   {a.data_py_dir}/data.py")
+    for mb in map(float, a.sizes_mb.split(",")):
+        work, size, k = tempfile.mkdtemp(prefix="bench_prepare_"), 0, 0
+        try:
+            while size < mb * 1e6:  # copy round k // len(files) of file k % len(files)
+                d = os.path.join(work, "src", str(k // len(files)))
+                os.makedirs(d, exist_ok=True)
+                with open(os.path.join(d, f"{k % len(files)}.py"), "wb") as f:
+                    size += f.write(f"# copy {k}\n".encode() + open(files[k % len(files)], "rb").read())
+                k += 1
+            child = subprocess.Popen([sys.executable, "-c", _PREPARE_CHILD, work, a.data_py_dir], text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            base = peak = int(child.stdout.readline())
+            child.stdin.write("\n")
+            child.stdin.flush()
+            while child.poll() is None:
+                peak = max(peak, _rss_anon_kb(child.pid))
+                time.sleep(0.005)
+            seconds = float(child.stdout.readline())
+        finally:
+            shutil.rmtree(work)
+        print(f"{size / 1e6:9.0f} {k:7,} {(peak - base) / 1024:16.1f} {seconds:8.1f} {size / 1e6 / seconds:6.0f}")
+
+
+# -----------------------------------------------------------------------------
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["analyzer", "sampler", "ltd", "dense"])
+    p.add_argument("what", choices=["analyzer", "sampler", "ltd", "dense", "prepare"])
     args, rest = p.parse_known_args(argv)
-    {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd, "dense": bench_dense}[args.what](rest)
+    {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd, "dense": bench_dense,
+     "prepare": bench_prepare}[args.what](rest)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
-"""data.py: tokenizer round trip, sample windows, nanoGPT format, and bad input."""
+"""data.py: tokenizer, sample windows, the by-file split, domains, the Python-installation corpus, streaming,
+skipped inputs, all-or-nothing writes, nanoGPT format, vocabulary and size checks, fingerprints, bad input."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -15,6 +18,33 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_cli(*args):
     return subprocess.run([sys.executable, os.path.join(ROOT, "data.py"), *args], capture_output=True, text=True)
+
+
+def read_split(out, split):
+    return np.fromfile(os.path.join(out, f"{split}.bin"), dtype=np.uint16)
+
+
+def docs_of(tokens):
+    """A split's documents as strings (EOT separates them)."""
+    parts = np.split(tokens, np.flatnonzero(tokens == data.EOT))  # each part after the first starts with its EOT
+    return [data.decode(parts[0])] + [data.decode(p[1:]) for p in parts[1:]]
+
+
+def write_files(root, files):
+    for name, text in files.items():
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(text if isinstance(text, bytes) else text.encode())
+
+
+def snapshot(d):
+    return {os.path.relpath(os.path.join(r, f), d): open(os.path.join(r, f), "rb").read()
+            for r, _, files in os.walk(d) for f in files}
+
+
+# -----------------------------------------------------------------------------
+# tokenizer and windows
 
 
 def test_round_trip_bytes_ids_bytes():
@@ -36,29 +66,280 @@ def test_windows_count_and_contents(tmp_path):
     assert w.get([2, 0]).tolist() == [[6, 7, 8, 9], [0, 1, 2, 3]]
     assert w.get_range(1, 3).tolist() == [[3, 4, 5, 6], [6, 7, 8, 9]]
     assert w.get([0]).dtype == np.int64
+    assert w.domains is None  # no meta.json beside it
 
 
-def test_prepare_hand_built_corpus(tmp_path):
+def test_window_domains_worked_example(tmp_path):
+    """domain_offsets [0, 40, 100], T = 16 -> middles 8, 24, 40, 56, 72, 88 -> domains [0, 0, 1, 1, 1, 1]."""
+    np.zeros(100, dtype=np.uint16).tofile(tmp_path / "train.bin")
+    (tmp_path / "meta.json").write_text(json.dumps({"domains": ["a", "b"], "domain_offsets": {"train": [0, 40, 100]}}))
+    d = data.SampleWindows(str(tmp_path / "train.bin"), 16).domains
+    assert d.dtype == np.uint8 and d.tolist() == [0, 0, 1, 1, 1, 1]
+    # an empty middle domain: offsets [0, 30, 30, 100] -> windows in domain 0 or 2, never 1
+    (tmp_path / "meta.json").write_text(json.dumps({"domain_offsets": {"train": [0, 30, 30, 100]}}))
+    assert data.SampleWindows(str(tmp_path / "train.bin"), 16).domains.tolist() == [0, 0, 2, 2, 2, 2]
+
+
+# -----------------------------------------------------------------------------
+# prepare: by-file split, determinism, streaming
+
+
+def test_prepare_hand_built_corpus_split_by_file(tmp_path):
+    """3 files of 300 / 300 / 400 bytes, val_fraction 0.25: val is the first shuffled file (>= 250 bytes), whole."""
     src = tmp_path / "src"
-    src.mkdir()
-    docs = {"a.txt": "a" * 300, "b.txt": "b" * 300, "c.txt": "c" * 400}
-    for name, text in docs.items():
-        (src / name).write_text(text)
-    (src / ".hidden").write_text("x" * 1000)  # hidden files are skipped
+    write_files(src, {"a.txt": "a" * 300, "b.txt": "b" * 300, "c.txt": "c" * 400, ".hidden": "x" * 1000})
     out = tmp_path / "out"
     meta = data.prepare([str(src)], str(out), val_fraction=0.25, block_size=16, verbose=False)
-    train = np.fromfile(out / "train.bin", dtype=np.uint16)
-    val = np.fromfile(out / "val.bin", dtype=np.uint16)
-    total = 1000 + 2  # 3 documents + 2 EOT separators
-    assert len(train) + len(val) == total and len(val) == int(total * 0.25)
-    stream = np.concatenate([train, val])
-    assert (stream == data.EOT).sum() == 2
-    counts = {c: int((stream == ord(c)).sum()) for c in "abcx"}
-    assert counts == {"a": 300, "b": 300, "c": 400, "x": 0}
+    train, val = read_split(out, "train"), read_split(out, "val")
+    assert len(train) + len(val) == 1000 + 1  # two documents and one EOT in train, one document in val
+    assert len(docs_of(val)) == 1 and len(docs_of(train)) == 2 and (val == data.EOT).sum() == 0
+    assert sorted(docs_of(train) + docs_of(val)) == ["a" * 300, "b" * 300, "c" * 400]  # whole files, hidden one skipped
     assert json.loads((out / "meta.json").read_text()) == meta and meta["vocab_size"] == 257
-    # deterministic: a second run writes the same bytes
-    data.prepare([str(src / "*.txt")], str(tmp_path / "again"), val_fraction=0.25, block_size=16, verbose=False)
-    assert (np.fromfile(tmp_path / "again" / "train.bin", dtype=np.uint16) == train).all()
+    assert meta["train_tokens"] == len(train) and meta["val_tokens"] == len(val) and meta["max_token_id"] == data.EOT
+    assert "domains" not in meta and data.SampleWindows(str(out / "train.bin"), 16).domains is None
+    # deterministic, and chunk boundaries change nothing: 7-byte chunks write the same bytes
+    data.prepare([str(src / "*.txt")], str(tmp_path / "again"), val_fraction=0.25, block_size=16, verbose=False,
+                 chunk_size=7)
+    assert snapshot(tmp_path / "again") == snapshot(out)
+
+
+def test_one_file_is_cut_like_nanogpt_input_txt(tmp_path):
+    """A domain of one document (e.g. nanoGPT's shakespeare input.txt): train = its first 90%, val = the rest."""
+    text = "".join(f"line {k}: to be or not to be\n" for k in range(40))  # 1,170 bytes
+    (tmp_path / "input.txt").write_text(text)
+    for chunk_size in (1 << 20, 7):
+        out = tmp_path / f"out{chunk_size}"
+        meta = data.prepare([str(tmp_path / "input.txt")], str(out), block_size=16, verbose=False,
+                            chunk_size=chunk_size)
+        train, val = read_split(out, "train"), read_split(out, "val")
+        assert len(val) == int(len(text) * 0.1) and data.decode(np.concatenate([train, val])) == text
+        assert meta["n_documents"] == 1 and meta["train_tokens"] == len(text) - len(val)
+
+
+def test_no_content_in_both_splits_and_duplicates_read_once(tmp_path):
+    """40 files (5 of them copies of others): every distinct text is in exactly one split, exactly once."""
+    files = {f"d{k}/f{k}.txt": f"<{k}>" + f"text of file {k}. " * (20 + k) for k in range(35)}
+    files.update({f"copy{k}.txt": files[f"d{k}/f{k}.txt"] for k in range(5)})  # same content, other names
+    write_files(tmp_path / "src", files)
+    meta = data.prepare([str(tmp_path / "src")], str(tmp_path / "out"), val_fraction=0.2, block_size=16, verbose=False)
+    train, val = docs_of(read_split(tmp_path / "out", "train")), docs_of(read_split(tmp_path / "out", "val"))
+    assert sorted(train + val) == sorted(set(files.values()))  # 35 documents, each once
+    assert not set(train) & set(val)
+    assert meta["skipped"] == {"duplicate": 5} and meta["n_documents"] == 35
+    val_bytes = sum(map(len, val))
+    assert 0.2 * (val_bytes + sum(map(len, train))) <= val_bytes  # val: the shortest prefix reaching 20% of the bytes
+
+
+def test_prepare_streams_in_chunks(tmp_path):
+    """Peak traced memory of a 6 MB prepare (one 5 MB file, 40 small ones) in 64 KB chunks: a few chunks, not all."""
+    rng = np.random.default_rng(0)
+    words = np.array(["alpha", "beta", "gamma", "delta", "def", "return", "\n"])
+    files = {"big.txt": " ".join(rng.choice(words, 900_000))}
+    files.update({f"small{k}.txt": " ".join(rng.choice(words, 8000)) for k in range(40)})
+    write_files(tmp_path / "src", files)
+    size = sum(len(t) for t in files.values())
+    tracemalloc.start()
+    meta = data.prepare([str(tmp_path / "src")], str(tmp_path / "out"), block_size=16, verbose=False,
+                        chunk_size=1 << 16)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert size > 6e6 and meta["train_tokens"] + meta["val_tokens"] == size + 41 - 2  # an EOT between 2 documents
+    assert peak < size / 10, f"peak {peak / 1e6:.1f} MB for {size / 1e6:.1f} MB of input"
+
+
+# -----------------------------------------------------------------------------
+# the Python installation as a corpus, and domains
+
+
+@pytest.fixture
+def fake_python(tmp_path, monkeypatch):
+    """A tiny installation: a standard library (with its own site-packages to ignore) and one package directory."""
+    lib, site = tmp_path / "lib", tmp_path / "site"
+    topics = {"if": "The if statement is used for conditional execution. " * 8,
+              "for": "The for statement is used to iterate over the elements of a sequence. " * 8}
+    write_files(lib, {"os.py": "import sys\n" * 40, "json/decoder.py": "def decode(s):\n    pass\n" * 20,
+                      "test/test_os.py": "def test_os():\n    assert True\n" * 15,
+                      "pydoc_data/topics.py": "# Autogenerated\ntopics = " + repr(topics) + "\n",
+                      "site-packages/old.py": "not part of the installation\n" * 10,
+                      "__pycache__/os.cpython-311.pyc": b"\x00\x01binary", "README.txt": "not .py\n" * 10})
+    write_files(site, {"pkg/mod.py": "x = 1\n" * 50, "pkg/tests/test_mod.py": "def test_x():\n    pass\n" * 25,
+                       "pkg/copy_of_os.py": "import sys\n" * 40, "pkg/blob.py": b"\x7fELF\x00\x00" * 30})
+    paths = {"stdlib": str(lib), "platstdlib": str(lib), "purelib": str(site), "platlib": str(site)}
+    monkeypatch.setattr(data.sysconfig, "get_paths", lambda: paths)
+    return topics
+
+
+def test_standard_library_domains(fake_python, tmp_path):
+    """code: os.py, json/decoder.py; tests: test/test_os.py; prose: two topics. val_fraction 0.3 puts one document of
+    each domain with two in val; the lone test file is cut, its last 30% in val. An EOT counts to the document before
+    it; the last document of a split has none."""
+    meta = data.prepare(out_dir=str(tmp_path / "out"), val_fraction=0.3, block_size=16, verbose=False)
+    assert meta["domains"] == ["code", "tests", "prose"] and meta["source"] == "stdlib"
+    n_code, n_tests = 11 * 40 + 24 * 20, 31 * 15
+    n_if, n_for = (len(t) for t in fake_python.values())
+    train, val = meta["domain_tokens"]["train"], meta["domain_tokens"]["val"]
+    assert [t + v for t, v in zip(train, val)] == [n_code + 2, n_tests + 2, n_if + n_for]
+    assert val[1] == int(n_tests * 0.3) + 1 and train[2] in (n_if, n_for) and val[0] - 1 in (11 * 40, 24 * 20)
+    texts = docs_of(read_split(tmp_path / "out", "train")) + docs_of(read_split(tmp_path / "out", "val"))
+    assert set(fake_python.values()) <= set(texts)  # topics as text, one document each, not the Python literal
+    assert not any("not part of" in t or "topics = " in t for t in texts) and len(texts) == 6  # test_os.py in two
+
+
+def test_installed_corpus_dedup_and_split(fake_python, tmp_path):
+    meta = data.prepare(out_dir=str(tmp_path / "out"), installed=True, val_fraction=0.3, block_size=16, verbose=False)
+    assert meta["source"] == "installed" and meta["domains"] == ["code", "tests", "prose"]
+    assert meta["skipped"] == {"duplicate": 1, "binary": 1}  # pkg/copy_of_os.py has os.py's content; pkg/blob.py
+    train, val = docs_of(read_split(tmp_path / "out", "train")), docs_of(read_split(tmp_path / "out", "val"))
+    assert "x = 1\n" * 50 in train + val and "def test_x():\n    pass\n" * 25 in train + val
+    assert len(train + val) == meta["n_documents"] == 7 and not set(train) & set(val)
+    assert (train + val).count("import sys\n" * 40) == 1
+
+
+def test_user_domains_are_contiguous_and_label_windows(tmp_path):
+    """Domain a holds only 'a' bytes, b only 'b': a window's domain is the one of its middle token's letter."""
+    files = {f"a/{k}.txt": "a" * (50 + 13 * k) for k in range(12)}
+    files.update({f"b/{k}.md": "b" * (70 + 7 * k) for k in range(12)})
+    files["other.txt"] = "o" * 60
+    write_files(tmp_path, files)
+    r = run_cli(str(tmp_path / "other.txt"), "--domain", f"a={tmp_path}/a/*.txt", "--domain", f"b={tmp_path}/b",
+                "--out_dir", str(tmp_path / "out"), "--block_size", "8")
+    assert r.returncode == 0, r.stderr
+    meta = data.load_meta(str(tmp_path / "out"))
+    assert meta["domains"] == ["a", "b", "other"]
+    for split in ("train", "val"):
+        w = data.SampleWindows(str(tmp_path / "out" / f"{split}.bin"), 8)
+        tokens, dom = w.get(np.arange(len(w))), w.domains
+        assert len(dom) == len(w) and (np.diff(dom.astype(int)) >= 0).all()  # ordered by domain
+        middle = tokens[:, 4]
+        letter = {ord("a"): 0, ord("b"): 1, ord("o"): 2}
+        known = middle != data.EOT
+        assert (dom[known] == [letter[t] for t in middle[known]]).all()
+        off = meta["domain_offsets"][split]
+        assert off[-1] == meta[f"{split}_tokens"] and np.diff(off).tolist() == meta["domain_tokens"][split]
+    assert meta["domain_tokens"]["val"][:2] != [0, 0]  # each domain with several files gets val documents
+
+
+def test_bad_domain_spec_is_one_line(tmp_path):
+    r = run_cli("--domain", "code", "--out_dir", str(tmp_path / "out"))
+    assert r.returncode != 0 and r.stderr.strip().splitlines() == [r.stderr.strip()] and "NAME=GLOB" in r.stderr
+
+
+# -----------------------------------------------------------------------------
+# nothing lost: own output, non-text, all-or-nothing replacement, leftovers
+
+
+def test_second_run_does_not_read_its_own_output_or_other_corpora(tmp_path):
+    write_files(tmp_path, {"one.txt": "first document. " * 40, "two.txt": "second document. " * 30,
+                           "prog.bin": b"\x7fELF\x02\x01\x01\x00" * 200,
+                           "latin1.txt": "caf\xe9 ".encode("latin-1") * 50,
+                           "old_corpus/train.bin": b"\x01\x00" * 100, "old_corpus/meta.json": "{}",
+                           "old_corpus/notes.txt": "text beside a corpus " * 10})
+    out = str(tmp_path / "data")
+    first = run_cli(str(tmp_path), f"--out_dir={out}", "--block_size=8")
+    second = run_cli(str(tmp_path), f"--out_dir={out}", "--block_size=8")
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    assert "skipped 5 files: 3 in a prepared corpus, 1 binary, 1 not UTF-8" in first.stdout
+    assert "skipped 8 files: 3 in a prepared corpus, 3 in the output directory, 1 binary, 1 not UTF-8" in second.stdout
+    meta = data.load_meta(out)
+    assert meta["n_documents"] == 2 and meta["train_tokens"] + meta["val_tokens"] == 640 + 510
+
+
+def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch):
+    write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(6)})
+    out = tmp_path / "out"
+    data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    (out / "index").mkdir()
+    (out / "index" / "info.json").write_text("{}")
+    before = snapshot(out)
+    write_files(tmp_path / "src", {"new.txt": "a new document " * 50})
+    real_write = data.atomic_write
+
+    class DiskFull:  # a file that takes 100 bytes, then raises like a full disk
+        def __init__(self, f):
+            self.f, self.n = f, 0
+
+        def write(self, b):
+            self.n += memoryview(b).nbytes
+            if self.n > 100:
+                raise OSError(28, "No space left on device")
+            return self.f.write(b)
+
+    def failing(path, write, mode="wb"):
+        return real_write(path, (lambda f: write(DiskFull(f))) if path.endswith("val.bin") else write, mode)
+
+    monkeypatch.setattr(data, "atomic_write", failing)
+    with pytest.raises(OSError, match="No space"):
+        data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]  # no leftover build directory
+    monkeypatch.setattr(data, "atomic_write", real_write)
+    meta = data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    assert sorted(os.listdir(out)) == ["meta.json", "train.bin", "val.bin"]  # the old index/ went with the old data
+    assert meta["n_documents"] == 7 and sorted(os.listdir(tmp_path)) == ["out", "src"]
+
+
+def test_kill_9_mid_write_then_next_run_cleans_up(tmp_path):
+    write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 300 for k in range(8)})
+    out = tmp_path / "out"
+    data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    before = snapshot(out)
+    write_files(tmp_path / "src", {"new.txt": "a new document " * 50})
+    code = ("import os, signal, sys, data\n"
+            "real = data.write_tokens\n"
+            "def killed(f, docs, *a, **k):\n"
+            "    f.write(b'partial')\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            "data.write_tokens = killed\n"
+            f"data.prepare([{str(tmp_path / 'src')!r}], {str(out)!r}, block_size=16, verbose=False)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True)
+    assert r.returncode == -signal.SIGKILL
+    assert snapshot(out) == before
+    assert any(n.startswith(".out.tmp-") for n in os.listdir(tmp_path))  # what the killed run left behind
+    data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    assert sorted(os.listdir(tmp_path)) == ["out", "src"] and data.load_meta(str(out))["n_documents"] == 9
+
+
+def test_killed_between_renames_restores_the_old_corpus(tmp_path):
+    write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(6)})
+    out = tmp_path / "out"
+    data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    before = snapshot(out)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    os.rename(out, tmp_path / f".out.tmp-{int(dead.stdout)}-x.old")  # state after the first of the two renames
+    os.mkdir(tmp_path / f".out.tmp-{int(dead.stdout)}-x")
+    data._clean_leftovers(str(out))
+    assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]
+
+
+def test_out_dir_with_other_files_is_refused(tmp_path):
+    write_files(tmp_path, {"src/a.txt": "some text " * 100, "mine/notes.md": "keep me"})
+    with pytest.raises(ValueError, match="more than a corpus.*notes.md"):
+        data.prepare([str(tmp_path / "src")], str(tmp_path / "mine"), block_size=16, verbose=False)
+    assert snapshot(tmp_path / "mine") == {"notes.md": b"keep me"}
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "short", "default_block_size"])
+def test_bad_corpus_one_line_no_files(tmp_path, case):
+    out = tmp_path / "out"
+    if case == "missing":
+        args, want = [str(tmp_path / "nope.txt")], "no such file"
+    elif case == "empty":
+        (tmp_path / "e.txt").write_text("")
+        args, want = [str(tmp_path / "e.txt")], "empty"
+    elif case == "short":
+        (tmp_path / "s.txt").write_text("tiny corpus")
+        args, want = [str(tmp_path / "s.txt"), "--block_size", "64"], "too short"
+    else:  # two files of 120 bytes: too short for data.py's default block_size, train.py's 128
+        write_files(tmp_path, {"a.txt": "a" * 120, "b.txt": "b" * 120})
+        args, want = [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")], "block_size+1 = 129"
+    r = run_cli(*args, "--out_dir", str(out))
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and want in lines[0]
+    assert not out.exists() and os.listdir(tmp_path) == [n for n in os.listdir(tmp_path) if not n.startswith(".")]
+
+
+# -----------------------------------------------------------------------------
+# nanoGPT directories, token ids, sizes, fingerprints
 
 
 def test_nanogpt_bin_directory_accepted(tmp_path):
@@ -69,35 +350,61 @@ def test_nanogpt_bin_directory_accepted(tmp_path):
         data.load_meta(str(tmp_path))
     r = run_cli(str(tmp_path), "--vocab_size", "50257", "--block_size", "64")
     assert r.returncode == 0, r.stderr
-    assert data.load_meta(str(tmp_path))["vocab_size"] == 50257
+    meta = data.load_meta(str(tmp_path))
+    assert meta["vocab_size"] == 50257 and meta["train_tokens"] == 5000 and meta["val_tokens"] == 600
+    both = np.concatenate([read_split(tmp_path, "train"), read_split(tmp_path, "val")])
+    assert meta["max_token_id"] == int(both.max())
     w = data.SampleWindows(str(tmp_path / "train.bin"), 64)
     assert len(w) == (5000 - 1) // 64 and w.get([0]).max() < 50257
 
 
-@pytest.mark.parametrize("case", ["missing", "empty", "short"])
-def test_bad_corpus_one_line_no_files(tmp_path, case):
-    out = tmp_path / "out"
-    if case == "missing":
-        args, want = [str(tmp_path / "nope.txt")], "no such file"
-    elif case == "empty":
-        (tmp_path / "e.txt").write_text("")
-        args, want = [str(tmp_path / "e.txt")], "empty"
-    else:
-        (tmp_path / "s.txt").write_text("tiny corpus")
-        args, want = [str(tmp_path / "s.txt")], "too short"
-    r = run_cli(*args, "--out_dir", str(out), "--block_size", "64")
-    assert r.returncode != 0
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and want in lines[0]
-    assert not out.exists() or os.listdir(out) == []
+def test_token_ids_above_the_vocabulary_are_refused(tmp_path):
+    np.arange(1000, dtype=np.uint16).tofile(tmp_path / "train.bin")  # ids up to 999
+    np.arange(300, dtype=np.uint16).tofile(tmp_path / "val.bin")
+    r = run_cli(str(tmp_path), "--vocab_size=500", "--block_size=16")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+    assert "train.bin" in r.stderr and "999" in r.stderr and "--vocab_size=1000" in r.stderr
+    assert not (tmp_path / "meta.json").exists()
+    with pytest.raises(ValueError, match="999"):  # train.py's check on a directory without meta.json
+        data.load_meta(str(tmp_path), vocab_size=500)
+    assert run_cli(str(tmp_path), "--vocab_size=1000", "--block_size=16").returncode == 0
+    assert data.load_meta(str(tmp_path))["max_token_id"] == 999
+    with pytest.raises(ValueError, match="token id 999.*--vocab_size=1000"):  # train.py asking for a smaller model
+        data.load_meta(str(tmp_path), vocab_size=512)
 
 
-def test_existing_data_survives_a_failed_prepare(tmp_path):
-    (tmp_path / "ok.txt").write_text("some text " * 100)
-    out = tmp_path / "out"
-    data.prepare([str(tmp_path / "ok.txt")], str(out), block_size=16, verbose=False)
-    before = {f: (out / f).read_bytes() for f in os.listdir(out)}
-    (tmp_path / "s.txt").write_text("tiny")
-    r = run_cli(str(tmp_path / "s.txt"), "--out_dir", str(out), "--block_size", "16")
-    assert r.returncode != 0
-    assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+def test_token_files_that_changed_after_meta_are_refused(corpus, tmp_path):
+    for name in ("train.bin", "val.bin", "meta.json"):
+        (tmp_path / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
+    with open(tmp_path / "val.bin", "ab") as f:
+        f.write(b"\x41\x00")
+    with pytest.raises(ValueError, match="val.bin holds .* tokens but .*meta.json records"):
+        data.load_meta(str(tmp_path))
+    with pytest.raises(ValueError, match="val.bin holds"):
+        data.fingerprint(str(tmp_path))
+
+
+@pytest.mark.parametrize("size", [0, 101])
+def test_empty_or_odd_bin_is_one_line(tmp_path, size):
+    np.arange(500, dtype=np.uint16).tofile(tmp_path / "train.bin")
+    (tmp_path / "val.bin").write_bytes(b"\x01" * size)
+    with pytest.raises(ValueError, match="val.bin is " + ("empty" if size == 0 else "101 bytes, an odd length")):
+        data.SampleWindows(str(tmp_path / "val.bin"), 8)
+    r = run_cli(str(tmp_path), "--vocab_size=600", "--block_size=8")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "val.bin is" in r.stderr
+
+
+def test_fingerprint_is_the_content_hash_of_both_splits(corpus, tmp_path):
+    fp = data.fingerprint(corpus)
+    assert fp == data.load_meta(corpus)["fingerprint"] and len(fp) == 32
+    for name in ("train.bin", "val.bin"):  # the same tokens as a nanoGPT directory: the same fingerprint
+        (tmp_path / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
+    assert data.fingerprint(str(tmp_path)) == fp == data.nanogpt_meta(str(tmp_path), 257)["fingerprint"]
+    val = read_split(tmp_path, "val")
+    val[7] = (val[7] + 1) % 256  # one token changed
+    val.tofile(tmp_path / "val.bin")
+    assert data.fingerprint(str(tmp_path)) != fp
+    train, val = read_split(corpus, "train"), read_split(corpus, "val")
+    np.concatenate([train, val[:1]]).tofile(tmp_path / "train.bin")  # the same stream, split one token later
+    val[1:].tofile(tmp_path / "val.bin")
+    assert data.fingerprint(str(tmp_path)) != fp
