@@ -1,5 +1,6 @@
-"""analyzer.py: metric values against direct numpy, the sorted index, workers, staleness, CLI errors."""
+"""analyzer.py: metric values against direct numpy, the sorted index, workers, stale or damaged indexes, errors."""
 
+import json
 import os
 import subprocess
 import sys
@@ -90,3 +91,90 @@ def test_unknown_metric_and_cli_errors(corpus, tmp_path):
     r = subprocess.run([sys.executable, os.path.join(ROOT, "analyzer.py"), f"--data_dir={tmp_path}", "--block_size=100000"], capture_output=True, text=True)
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "fewer than block_size+1" in r.stderr
     assert not os.path.exists(tmp_path / "index" / "vocab_rarity" / "info.json")
+
+
+def _damage(d, target, how):
+    """Spoil one file of the index in d (how: truncate, garbage, body, ..., repeat)."""
+    path = os.path.join(d, target if target == "info.json" else target + ".npy")
+    raw = open(path, "rb").read()
+    new = {"truncate": raw[: len(raw) // 2], "garbage": np.random.default_rng(1).bytes(len(raw)), "empty": b"",
+           "body": raw[:128] + np.random.default_rng(1).bytes(len(raw) - 128), "append": raw + b"\0" * 8,
+           "keys": b'{"a": 1}'}.get(how)
+    if how == "delete":
+        os.remove(path)
+    elif how == "float32":
+        np.save(path, np.load(path).astype(np.float32))
+    elif how == "outside":
+        np.save(path, np.load(path) + 1)  # ids 1..N
+    elif how == "repeat":  # one id twice, another never; index_to_metric kept consistent and sorted
+        ids, m = np.load(path), np.load(path.replace("index_to_sample", "index_to_metric"))
+        ids[1], m[1] = ids[0], m[0]
+        np.save(path, ids)
+        np.save(path.replace("index_to_sample", "index_to_metric"), m)
+    else:
+        open(path, "wb").write(new)
+
+
+@pytest.mark.parametrize("target, how, why", [
+    ("index_to_sample", "truncate", "index_to_sample.npy is unreadable (ValueError)"),
+    ("sample_to_metric", "garbage", "sample_to_metric.npy is unreadable"),
+    ("sample_to_metric", "empty", "sample_to_metric.npy is unreadable (EOFError)"),
+    ("index_to_metric", "delete", "index_to_metric.npy is missing"),
+    ("index_to_metric", "body", "index_to_metric.npy is not sorted"),
+    ("sample_to_metric", "body", "index_to_metric.npy is not sample_to_metric[index_to_sample]"),
+    ("sample_to_metric", "float32", "sample_to_metric.npy holds float32 (125,), not float64 (125,)"),
+    ("index_to_sample", "append", "index_to_sample.npy has 1136 bytes, not 1128"),
+    ("index_to_sample", "repeat", "index_to_sample.npy repeats some ids"),
+    ("index_to_sample", "outside", "index_to_sample.npy has ids outside 0..N-1"),
+    ("info.json", "garbage", "info.json is unreadable"),
+    ("info.json", "truncate", "info.json is unreadable (JSONDecodeError)"),
+    ("info.json", "empty", "info.json is unreadable (JSONDecodeError)"),
+    ("info.json", "keys", "info.json has the wrong keys"),
+    ("info.json", "delete", "info.json is missing"),
+])
+def test_damaged_index_rebuilt_with_one_line(corpus, tmp_path, capsys, target, how, why):
+    path, _ = corpus
+    d = str(tmp_path / "index")
+    clean = {k: np.array(v) for k, v in analyzer.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"].items()}
+    capsys.readouterr()
+    _damage(os.path.join(d, "vocab_rarity"), target, how)
+    index = analyzer.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[0].startswith(f"index {os.path.join(d, 'vocab_rarity')}: ")
+    assert why in out[0] and out[0].endswith("; rebuilding") and out[1].startswith("built index vocab_rarity")
+    for k in analyzer.KEYS:
+        assert np.array_equal(index[k], clean[k]) and index[k].dtype == clean[k].dtype
+    analyzer.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)
+    assert capsys.readouterr().out == ""  # the rebuilt index is whole: loaded as it is
+
+
+def test_first_build_has_no_note_and_a_nan_metric_is_refused(corpus, tmp_path, capsys, monkeypatch):
+    path, _ = corpus
+    analyzer.ensure_index(path, 64, ["num_docs"], str(tmp_path / "index"), num_workers=1)
+    assert capsys.readouterr().out.splitlines() == [f"built index num_docs in {tmp_path / 'index'}"]
+    monkeypatch.setitem(analyzer.METRICS, "nan", lambda s, counts: np.where(s[:, 0] == 1, np.nan, 0.0))
+    with pytest.raises(ValueError, match=r"metric nan gave NaN for \d+ samples \(first: \d+\); make it return numbers"):
+        analyzer.ensure_index(path, 64, ["nan"], str(tmp_path / "index"), num_workers=1)
+    assert not os.path.exists(tmp_path / "index" / "nan")
+
+
+def test_unigram_counts_in_chunks_and_workers(corpus, tmp_path):
+    path, tokens = corpus
+    want = np.bincount(tokens)  # 257 ids: max id + 1 without a meta.json
+    assert np.array_equal(analyzer.unigram_counts(path), want)
+    assert np.array_equal(analyzer.unigram_counts(path, num_workers=2, chunk=1000), want)  # 9 jobs, 2 processes
+    json.dump({"vocab_size": 300}, open(tmp_path / "meta.json", "w"))
+    assert np.array_equal(analyzer.unigram_counts(path), np.bincount(tokens, minlength=300))
+    json.dump({"vocab_size": 200}, open(tmp_path / "meta.json", "w"))  # ids up to 256 do not fit
+    with pytest.raises(ValueError, match="holds token id 256 >= vocab_size 200"):
+        analyzer.ensure_index(path, 16, ["vocab_rarity"], str(tmp_path / "index"), num_workers=1)
+    open(tmp_path / "meta.json", "w").write("{")
+    with pytest.raises(ValueError, match="meta.json has no readable vocab_size"):
+        analyzer.unigram_counts(path)
+
+
+def test_import_is_light():
+    """train.py --help imports the analyzer: it must not pull in torch."""
+    r = subprocess.run([sys.executable, "-c", "import sys, analyzer; print('torch' in sys.modules)"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.stdout.strip() == "False", r.stderr
