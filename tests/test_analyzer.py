@@ -178,3 +178,16 @@ def test_import_is_light():
     r = subprocess.run([sys.executable, "-c", "import sys, analyzer; print('torch' in sys.modules)"], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.stdout.strip() == "False", r.stderr
+
+
+def test_check_index_sees_disorder_between_chunks(corpus, tmp_path):
+    path, _ = corpus
+    d = str(tmp_path / "index")
+    analyzer.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1, verbose=False)
+    info = analyzer._info(path, 64, "vocab_rarity")
+    assert analyzer.check_index(d, "vocab_rarity", info, chunk=10) is None
+    m_path = os.path.join(d, "vocab_rarity", "index_to_metric.npy")
+    m = np.load(m_path)
+    m[10] = m[9] - 1  # first of the second chunk of 10 below the last of the first: each chunk alone is sorted
+    np.save(m_path, m)
+    assert analyzer.check_index(d, "vocab_rarity", info, chunk=10) == "index_to_metric.npy is not sorted"
