@@ -44,17 +44,21 @@ KEYS = ("sample_to_metric", "index_to_sample", "index_to_metric")
 DTYPES = {"sample_to_metric": np.float64, "index_to_sample": np.int64, "index_to_metric": np.float64}
 
 # -----------------------------------------------------------------------------
-# metrics: fn(samples int64 [B, T+1], counts [V] unigram counts of the train split) -> [B]
+# metrics: fn(samples int64 [B, T+1], neg_log_p [V] = -ln p(u) of the train split's tokens) -> [B]
 
 
-def vocab_rarity(samples, counts):
-    """Sum of -ln p(u) over the window's tokens. counts=[3,1] (p=[.75,.25]): [0,1] -> 0.288+1.386 = 1.674"""
+def unigram_neg_log_p(counts):
+    """-ln p(u) per token id, p(u) = count(u) / total, zero counts set to 1: counts=[3,1] -> [0.288, 1.386]"""
     counts = np.maximum(counts, 1).astype(np.float64)  # zero counts set to 1
-    neg_log_p = -np.log(counts / counts.sum())  # (V,) -ln p(u)
+    return -np.log(counts / counts.sum())  # (V,)
+
+
+def vocab_rarity(samples, neg_log_p):
+    """Sum of -ln p(u) over the window's tokens. neg_log_p=[0.288, 1.386]: [[0, 1]] -> [1.674]"""
     return neg_log_p[samples].sum(axis=1)  # (B,) float64
 
 
-def num_docs(samples, counts):
+def num_docs(samples, neg_log_p):
     """1 + number of end-of-document ids in the window: [[5, 256, 7, 256]] -> [3]"""
     return 1 + (samples == data.EOT).sum(axis=1)
 
@@ -64,7 +68,7 @@ METRICS = {"vocab_rarity": vocab_rarity, "num_docs": num_docs}
 # -----------------------------------------------------------------------------
 # map: token counts, then metric values, over contiguous ranges in worker processes
 
-_worker = {}  # subtle: per-process state, set once by the pool's initializer so counts are not sent with every job
+_worker = {}  # subtle: per-process state, set once by the pool's initializer, not sent with every job
 
 
 def _pool(num_workers, initializer=None, initargs=()):
@@ -83,7 +87,7 @@ class _InProcess:
         return self
 
     def __exit__(self, *exc):
-        _worker.clear()  # drop the memmap and counts the in-process "worker" held
+        _worker.clear()  # drop the memmap and table the in-process "worker" held
         return False
 
     def imap_unordered(self, fn, jobs, chunksize=1):
@@ -117,15 +121,15 @@ def unigram_counts(bin_path, num_workers=1, chunk=1 << 24):
     return counts[:V]  # subtle: the vocabulary, not 65536 ids, is what zero counts are set to 1 over
 
 
-def _init_scorer(bin_path, block_size, names, counts):
-    _worker.update(windows=data.SampleWindows(bin_path, block_size), names=names, counts=counts)
+def _init_scorer(bin_path, block_size, names, neg_log_p):
+    _worker.update(windows=data.SampleWindows(bin_path, block_size), names=names, neg_log_p=neg_log_p)
 
 
 def _score_shard(job):
     """Worker: metric values of samples start..stop-1, read as one contiguous range of the memmap."""
     start, stop = job
     samples = _worker["windows"].get_range(start, stop)  # (stop-start, T+1) int64
-    return start, {n: METRICS[n](samples, _worker["counts"]) for n in _worker["names"]}
+    return start, {n: METRICS[n](samples, _worker["neg_log_p"]) for n in _worker["names"]}
 
 
 # -----------------------------------------------------------------------------
@@ -160,10 +164,10 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=None, shard=
     shard = shard or max(1, (1 << 17) // (block_size + 1))  # ~128K tokens a job: its int64 copy (1 MB) stays in cache
     jobs = [(s, min(s + shard, N)) for s in range(0, N, shard)]
     num_workers = num_workers or min(os.cpu_count() or 1, len(jobs))
-    counts = unigram_counts(bin_path, num_workers)  # pass 1
+    neg_log_p = unigram_neg_log_p(unigram_counts(bin_path, num_workers))  # pass 1; the (V,) table once, not per job
     values = {n: np.zeros(N) for n in names}  # (N,) float64 each
     bar = tqdm(total=N, desc=f"analyzing {','.join(names)}", unit="sample", disable=None if verbose else True)
-    with _pool(num_workers, _init_scorer, (bin_path, block_size, names, counts)) as pool:  # pass 2
+    with _pool(num_workers, _init_scorer, (bin_path, block_size, names, neg_log_p)) as pool:  # pass 2
         for start, out in pool.imap_unordered(_score_shard, jobs, chunksize=8):  # 8 jobs a message: fewer round trips
             for n in names:
                 values[n][start : start + len(out[n])] = out[n]
