@@ -85,7 +85,10 @@ def _corpus(data_dir):
 
 
 def bench_analyzer(args):
-    """vocab_rarity over the same samples: our analyzer vs DeepSpeed's DataAnalyzer (map + reduce)."""
+    """vocab_rarity over the same samples, rounds interleaved: our analyzer vs DeepSpeed's DataAnalyzer (map + reduce).
+    DeepSpeed gets what a tuned user would give it: whole batches (see the line it prints)."""
+    import itertools
+
     import numpy as np
 
     import analyzer
@@ -93,66 +96,66 @@ def bench_analyzer(args):
 
     p = argparse.ArgumentParser(prog="bench.py analyzer")
     p.add_argument("--data_dir", default=data.DEFAULT_DIR)
-    p.add_argument("--block_size", type=int, default=128)
-    p.add_argument("--num_samples", type=int, default=50000, help="analyze the first this many samples (DeepSpeed is slow)")
-    p.add_argument("--num_workers", type=int, default=1)
-    p.add_argument("--repeat", type=int, default=5, help="best of this many runs, for each analyzer")
+    p.add_argument("--block_size", type=int, default=128, help="T; the README quotes 128 and 1024")
+    p.add_argument("--num_samples", type=int, default=50000, help="analyze the first this many samples")
+    p.add_argument("--num_workers", type=int, default=1, help="our worker processes, and DeepSpeed's num_threads")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (DeepSpeed's metrics run in torch)")
+    p.add_argument("--rounds", type=int, default=5, help="timed rounds each, interleaved, after a warm-up")
     a = p.parse_args(args)
-    src = data.SampleWindows(os.path.join(_corpus(a.data_dir), "train.bin"), a.block_size)
-    n = min(a.num_samples, len(src))
-    work = tempfile.mkdtemp(prefix="bench_analyzer_")
+    T, threads = a.block_size, pin_threads(a.threads)
+    src = data.SampleWindows(os.path.join(_corpus(a.data_dir), "train.bin"), T)
+    n, work = min(a.num_samples, len(src)), tempfile.mkdtemp(prefix="bench_analyzer_")
     bin_path = os.path.join(work, "train.bin")  # the same first n samples, for both analyzers
-    np.asarray(src.data[: n * a.block_size + 1]).tofile(bin_path)
+    np.asarray(src.data[: n * T + 1]).tofile(bin_path)
     shutil.copy(os.path.join(a.data_dir, "meta.json"), work)
-    tokens = n * (a.block_size + 1)
-    rows = []
-    t = min(_timed(lambda: analyzer.build_index(bin_path, a.block_size, ["vocab_rarity"], os.path.join(work, "ours"), a.num_workers,
-                                                verbose=False))[0] for _ in range(a.repeat))
-    ours = analyzer.load_index(os.path.join(work, "ours"), "vocab_rarity")
-    rows.append((f"ours, counts + rarity + sort ({a.num_workers} worker)", t))
+    runs = {"ours": itertools.count(), "ds": itertools.count()}  # a fresh output directory every round
+    cases = {"ours": lambda: analyzer.build_index(bin_path, T, ["vocab_rarity"], f"{work}/ours{next(runs['ours'])}",
+                                                  a.num_workers, verbose=False)}
     if deepspeed_init(29533):
         import torch
         from deepspeed.runtime.data_pipeline.data_sampling.data_analyzer import DataAnalyzer
         from deepspeed.runtime.data_pipeline.data_sampling.indexed_dataset import MMapIndexedDataset
 
-        windows = data.SampleWindows(bin_path, a.block_size)
-        V = json.load(open(os.path.join(work, "meta.json")))["vocab_size"]
+        windows, V = data.SampleWindows(bin_path, T), json.load(open(os.path.join(work, "meta.json")))["vocab_size"]
 
-        class Windows(torch.utils.data.Dataset):
+        class Batches(torch.utils.data.Dataset):
             def __len__(self):
                 return n
 
-            def __getitem__(self, i):
-                return torch.from_numpy(windows.get([i])[0])
+            def __getitems__(self, ids):  # its DataLoader asks for batch_size consecutive ids at a time
+                assert ids[-1] - ids[0] == len(ids) - 1
+                return torch.from_numpy(windows.get_range(ids[0], ids[-1] + 1))  # (B, T+1) int64, one read
 
-        def deepspeed_run(out):
-            # as Megatron-DeepSpeed's analyze_data does it: pass 1 counts tokens, pass 2 scores samples
-            DataAnalyzer(Windows(), batch_size=1000, metric_names=["total_vocab_freq"],
-                         metric_functions=[lambda b: torch.bincount(b.flatten(), minlength=V)],
-                         metric_types=["accumulate_value_over_samples"], metric_dtypes=[torch.int64], save_path=out).run_map_reduce()
-            freq_file = MMapIndexedDataset(os.path.join(out, "total_vocab_freq", "total_vocab_freq_metric_value"), skip_warmup=True)
-            counts = np.maximum(np.array(freq_file[0], dtype=np.float64), 1)  # subtle: copy while the mmap is open
+        def deepspeed_run():  # as Megatron-DeepSpeed's analyze_data: pass 1 counts tokens, pass 2 scores samples
+            out = f"{work}/ds{next(runs['ds'])}"
+            kw = dict(batch_size=1000, num_threads=a.num_workers, num_threads_reduce=a.num_workers,
+                      collate_fn=lambda b: b, metric_dtypes=[torch.int64], save_path=out)
+            DataAnalyzer(Batches(), metric_names=["total_vocab_freq"], metric_types=["accumulate_value_over_samples"],
+                         metric_functions=[lambda b: torch.bincount(b.flatten(), minlength=V)], **kw).run_map_reduce()
+            freq = MMapIndexedDataset(f"{out}/total_vocab_freq/total_vocab_freq_metric_value", skip_warmup=True)
+            counts = np.maximum(np.array(freq[0], dtype=np.float64), 1)  # subtle: copy while the mmap is open
             neg_log_p = torch.from_numpy(-np.log(counts / counts.sum()))
-            DataAnalyzer(Windows(), batch_size=1000, metric_names=["vocab_rarity"],
-                         metric_functions=[lambda b: neg_log_p[b].sum(1).to(torch.int64)],  # DeepSpeed keeps ints
-                         metric_types=["single_value_per_sample"], metric_dtypes=[torch.int64], save_path=out).run_map_reduce()
+            DataAnalyzer(Batches(), metric_names=["vocab_rarity"], metric_types=["single_value_per_sample"],
+                         metric_functions=[lambda b: neg_log_p[b].sum(1).to(torch.int64)], **kw).run_map_reduce()
 
-        t = min(_timed(lambda: deepspeed_run(os.path.join(work, f"ds{i}")))[0] for i in range(a.repeat))
-        rows.append(("DeepSpeed DataAnalyzer, 2 passes (1 thread)", t))
-        ds_file = MMapIndexedDataset(os.path.join(work, "ds0", "vocab_rarity", "vocab_rarity_sample_to_metric"), skip_warmup=True)
-        ds_values = np.array([ds_file[i][0] for i in range(n)])
-        same = np.mean(ds_values == np.asarray(ours["sample_to_metric"]).astype(np.int64))  # DeepSpeed truncates to int
-        off = np.abs(ds_values - np.asarray(ours["sample_to_metric"])).max()
-        rows.append((f"same metric: {100 * same:.2f}% of DeepSpeed's int values equal int(ours), all within {off:.2f} "
-                     "(its pass 1 counts each window's shared boundary token twice)", None))
-    print(f"analyzer: vocab_rarity over {n:,} samples of {a.block_size}+1 tokens ({tokens:,} tokens), torch {__import__('torch').__version__}")
-    print(f"{'':44} {'seconds':>9} {'tokens/s':>12} {'ours is':>9}")
-    for name, t in rows:
-        if t is None:
-            print(name)
-            continue
-        print(f"{name:44} {t:>9.3f} {tokens / t:>12,.0f} {t / rows[0][1]:>8.1f}x")
-    assert len(ours["sample_to_metric"]) == n
+        cases["DeepSpeed"] = deepspeed_run
+    times, tokens = interleaved(cases, a.rounds), n * (T + 1)
+    print(f"analyzer: vocab_rarity over {n:,} samples of {T}+1 tokens ({tokens:,} tokens), {a.num_workers} worker(s), "
+          f"torch {__import__('torch').__version__}, {threads} thread(s); median (min-max) of {a.rounds} rounds")
+    print(f"{'':34} {'seconds':>24} {'tokens/s':>13} {'DeepSpeed / ours':>20}")
+    for name, label in (("ours", "ours: counts, rarity, sort"), ("DeepSpeed", "DeepSpeed DataAnalyzer, 2 passes")):
+        if name in times:
+            ratios = [d / o for d, o in zip(times[name], times["ours"])]  # paired: the same round
+            print(f"{label:34} {med_range(times[name]):>24} {tokens / statistics.median(times[name]):>13,.0f} "
+                  f"{med_range(ratios) if name != 'ours' else '':>20}")
+    ours = np.asarray(analyzer.load_index(f"{work}/ours0", "vocab_rarity")["sample_to_metric"])
+    if "DeepSpeed" in times:
+        print("DeepSpeed was given a Dataset whose __getitems__ returns each batch of 1000 samples as one (B, T+1) "
+              "tensor, collate_fn = identity, num_threads = --num_workers")
+        ds = MMapIndexedDataset(f"{work}/ds0/vocab_rarity/vocab_rarity_sample_to_metric", skip_warmup=True)
+        ds = np.array([ds[i][0] for i in range(n)])
+        print(f"same metric: {100 * np.mean(ds == ours.astype(np.int64)):.2f}% of DeepSpeed's int values equal "
+              f"int(ours), all within {np.abs(ds - ours).max():.2f} (its pass 1 counts windows' shared tokens twice)")
     shutil.rmtree(work)
 
 

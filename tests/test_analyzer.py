@@ -1,5 +1,6 @@
-"""analyzer.py: metric values against direct numpy, the sorted index, workers, staleness, CLI errors."""
+"""analyzer.py: metric values against direct numpy, the sorted index, workers, stale or damaged indexes, errors."""
 
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def corpus(tmp_path):
     """8001 tokens with a skewed unigram distribution, a few EOTs, and a token (7) absent from train."""
     rng = np.random.default_rng(0)
-    tokens = rng.choice(np.array([1, 2, 3, 4, 5, 6, 8, data.EOT]), 8001, p=[.3, .2, .15, .1, .1, .05, .05, .05]).astype(np.uint16)
+    ids, p = np.array([1, 2, 3, 4, 5, 6, 8, data.EOT]), [.3, .2, .15, .1, .1, .05, .05, .05]
+    tokens = rng.choice(ids, 8001, p=p).astype(np.uint16)
     path = tmp_path / "train.bin"
     tokens.tofile(path)
     return str(path), tokens
@@ -27,7 +29,7 @@ def corpus(tmp_path):
 def test_vocab_rarity_equals_direct_numpy(corpus, tmp_path):
     path, tokens = corpus
     T = 16
-    index = analyzer.ensure_index(path, T, ["vocab_rarity"], str(tmp_path / "index"), num_workers=1, verbose=False)["vocab_rarity"]
+    index = analyzer.ensure_index(path, T, ["vocab_rarity"], str(tmp_path / "index"), 1, verbose=False)["vocab_rarity"]
     counts = np.bincount(tokens).astype(np.float64)  # vocabulary = ids 0..256 (max id + 1, no meta.json)
     assert len(counts) == 257
     counts[counts == 0] = 1
@@ -38,7 +40,15 @@ def test_vocab_rarity_equals_direct_numpy(corpus, tmp_path):
     np.testing.assert_allclose(index["sample_to_metric"], want, rtol=1e-12)
     # a token absent from train counts as 1 occurrence
     total = len(tokens) + 257 - 8  # 249 absent ids count 1 each
-    assert analyzer.vocab_rarity(np.array([[7]]), np.bincount(tokens))[0] == pytest.approx(-np.log(1 / total))
+    neg_log_p = analyzer.unigram_neg_log_p(np.bincount(tokens))
+    assert analyzer.vocab_rarity(np.array([[7]]), neg_log_p)[0] == pytest.approx(-np.log(1 / total))
+
+
+def test_vocab_rarity_worked_example():
+    neg_log_p = analyzer.unigram_neg_log_p(np.array([3, 1]))  # p = [0.75, 0.25]
+    assert neg_log_p.tolist() == pytest.approx([0.2877, 1.3863], abs=1e-4)
+    assert analyzer.vocab_rarity(np.array([[0, 1], [1, 1]]), neg_log_p).tolist() == pytest.approx([1.674, 2.773], abs=1e-3)
+    assert analyzer.unigram_neg_log_p(np.array([3, 0]))[1] == pytest.approx(-np.log(1 / 4))  # a zero count counts 1
 
 
 def test_num_docs_worked_example():
@@ -47,7 +57,7 @@ def test_num_docs_worked_example():
 
 def test_sorted_index_consistent(corpus, tmp_path):
     path, _ = corpus
-    idx = analyzer.ensure_index(path, 8, ["num_docs"], str(tmp_path / "index"), num_workers=1, verbose=False)["num_docs"]
+    idx = analyzer.ensure_index(path, 8, ["num_docs"], str(tmp_path / "index"), 1, verbose=False)["num_docs"]
     s2m, i2s, i2m = (np.asarray(idx[k]) for k in ("sample_to_metric", "index_to_sample", "index_to_metric"))
     assert sorted(i2s.tolist()) == list(range(len(s2m)))  # a permutation
     assert np.array_equal(i2m, s2m[i2s]) and (np.diff(i2m) >= 0).all()
@@ -58,17 +68,18 @@ def test_sorted_index_consistent(corpus, tmp_path):
 
 def test_one_and_several_workers_agree(corpus, tmp_path):
     path, _ = corpus
-    a = analyzer.build_index(path, 4, ["vocab_rarity", "num_docs"], str(tmp_path / "a"), num_workers=1, shard=100, verbose=False)
-    b = analyzer.build_index(path, 4, ["vocab_rarity", "num_docs"], str(tmp_path / "b"), num_workers=3, shard=100, verbose=False)
-    for name in ("vocab_rarity", "num_docs"):
-        for k in ("sample_to_metric", "index_to_sample", "index_to_metric"):
-            assert np.array_equal(analyzer.load_index(str(tmp_path / "a"), name)[k], analyzer.load_index(str(tmp_path / "b"), name)[k])
+    names = ["vocab_rarity", "num_docs"]
+    analyzer.build_index(path, 4, names, str(tmp_path / "a"), num_workers=1, shard=100, verbose=False)
+    analyzer.build_index(path, 4, names, str(tmp_path / "b"), num_workers=3, shard=100, verbose=False)
+    for name in names:
+        a, b = analyzer.load_index(str(tmp_path / "a"), name), analyzer.load_index(str(tmp_path / "b"), name)
+        assert all(np.array_equal(a[k], b[k]) for k in analyzer.KEYS)
 
 
 def test_stale_index_rebuilt(corpus, tmp_path, capsys):
     path, tokens = corpus
     d = str(tmp_path / "index")
-    first = np.asarray(analyzer.ensure_index(path, 16, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]["sample_to_metric"])
+    first = np.asarray(analyzer.ensure_index(path, 16, ["vocab_rarity"], d, 1)["vocab_rarity"]["sample_to_metric"])
     capsys.readouterr()
     analyzer.ensure_index(path, 16, ["vocab_rarity"], d, num_workers=1)
     assert "built" not in capsys.readouterr().out  # fresh: loaded as it is
@@ -77,7 +88,7 @@ def test_stale_index_rebuilt(corpus, tmp_path, capsys):
     time.sleep(0.01)
     extra = np.concatenate([tokens[:100][::-1], tokens[100:]])  # other data, same size
     extra.tofile(path)
-    again = np.asarray(analyzer.ensure_index(path, 16, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]["sample_to_metric"])
+    again = np.asarray(analyzer.ensure_index(path, 16, ["vocab_rarity"], d, 1)["vocab_rarity"]["sample_to_metric"])
     assert "rebuilding" in capsys.readouterr().out and not np.array_equal(again, first)
 
 
@@ -85,8 +96,110 @@ def test_unknown_metric_and_cli_errors(corpus, tmp_path):
     path, _ = corpus
     with pytest.raises(ValueError, match="unknown metric 'perplexity'; known: vocab_rarity, num_docs"):
         analyzer.ensure_index(path, 16, ["perplexity"], str(tmp_path / "i"))
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "analyzer.py"), f"--data_dir={tmp_path}", "--metrics=nope"], capture_output=True, text=True)
+    cli = [sys.executable, os.path.join(ROOT, "analyzer.py"), f"--data_dir={tmp_path}"]
+    r = subprocess.run(cli + ["--metrics=nope"], capture_output=True, text=True)
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "unknown metric 'nope'" in r.stderr
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "analyzer.py"), f"--data_dir={tmp_path}", "--block_size=100000"], capture_output=True, text=True)
+    r = subprocess.run(cli + ["--block_size=100000"], capture_output=True, text=True)
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "fewer than block_size+1" in r.stderr
     assert not os.path.exists(tmp_path / "index" / "vocab_rarity" / "info.json")
+
+
+def _damage(d, target, how):
+    """Spoil one file of the index in d (how: truncate, garbage, body, ..., repeat)."""
+    path = os.path.join(d, target if target == "info.json" else target + ".npy")
+    raw = open(path, "rb").read()
+    new = {"truncate": raw[: len(raw) // 2], "garbage": np.random.default_rng(1).bytes(len(raw)), "empty": b"",
+           "body": raw[:128] + np.random.default_rng(1).bytes(len(raw) - 128), "append": raw + b"\0" * 8,
+           "keys": b'{"a": 1}'}.get(how)
+    if how == "delete":
+        os.remove(path)
+    elif how == "float32":
+        np.save(path, np.load(path).astype(np.float32))
+    elif how == "outside":
+        np.save(path, np.load(path) + 1)  # ids 1..N
+    elif how == "repeat":  # one id twice, another never; index_to_metric kept consistent and sorted
+        ids, m = np.load(path), np.load(path.replace("index_to_sample", "index_to_metric"))
+        ids[1], m[1] = ids[0], m[0]
+        np.save(path, ids)
+        np.save(path.replace("index_to_sample", "index_to_metric"), m)
+    else:
+        open(path, "wb").write(new)
+
+
+@pytest.mark.parametrize("target, how, why", [
+    ("index_to_sample", "truncate", "index_to_sample.npy is unreadable (ValueError)"),
+    ("sample_to_metric", "garbage", "sample_to_metric.npy is unreadable"),
+    ("sample_to_metric", "empty", "sample_to_metric.npy is unreadable (EOFError)"),
+    ("index_to_metric", "delete", "index_to_metric.npy is missing"),
+    ("index_to_metric", "body", "index_to_metric.npy is not sorted"),
+    ("sample_to_metric", "body", "index_to_metric.npy is not sample_to_metric[index_to_sample]"),
+    ("sample_to_metric", "float32", "sample_to_metric.npy holds float32 (125,), not float64 (125,)"),
+    ("index_to_sample", "append", "index_to_sample.npy has 1136 bytes, not 1128"),
+    ("index_to_sample", "repeat", "index_to_sample.npy repeats some ids"),
+    ("index_to_sample", "outside", "index_to_sample.npy has ids outside 0..N-1"),
+    ("info.json", "garbage", "info.json is unreadable"),
+    ("info.json", "truncate", "info.json is unreadable (JSONDecodeError)"),
+    ("info.json", "empty", "info.json is unreadable (JSONDecodeError)"),
+    ("info.json", "keys", "info.json has the wrong keys"),
+    ("info.json", "delete", "info.json is missing"),
+])
+def test_damaged_index_rebuilt_with_one_line(corpus, tmp_path, capsys, target, how, why):
+    path, _ = corpus
+    d = str(tmp_path / "index")
+    clean = analyzer.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
+    clean = {k: np.array(v) for k, v in clean.items()}
+    capsys.readouterr()
+    _damage(os.path.join(d, "vocab_rarity"), target, how)
+    index = analyzer.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[0].startswith(f"index {os.path.join(d, 'vocab_rarity')}: ")
+    assert why in out[0] and out[0].endswith("; rebuilding") and out[1].startswith("built index vocab_rarity")
+    for k in analyzer.KEYS:
+        assert np.array_equal(index[k], clean[k]) and index[k].dtype == clean[k].dtype
+    analyzer.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)
+    assert capsys.readouterr().out == ""  # the rebuilt index is whole: loaded as it is
+
+
+def test_first_build_has_no_note_and_a_nan_metric_is_refused(corpus, tmp_path, capsys, monkeypatch):
+    path, _ = corpus
+    analyzer.ensure_index(path, 64, ["num_docs"], str(tmp_path / "index"), num_workers=1)
+    assert capsys.readouterr().out.splitlines() == [f"built index num_docs in {tmp_path / 'index'}"]
+    monkeypatch.setitem(analyzer.METRICS, "nan", lambda s, counts: np.where(s[:, 0] == 1, np.nan, 0.0))
+    with pytest.raises(ValueError, match=r"metric nan gave NaN for \d+ samples \(first: \d+\); make it return numbers"):
+        analyzer.ensure_index(path, 64, ["nan"], str(tmp_path / "index"), num_workers=1)
+    assert not os.path.exists(tmp_path / "index" / "nan")
+
+
+def test_unigram_counts_in_chunks_and_workers(corpus, tmp_path):
+    path, tokens = corpus
+    want = np.bincount(tokens)  # 257 ids: max id + 1 without a meta.json
+    assert np.array_equal(analyzer.unigram_counts(path), want)
+    assert np.array_equal(analyzer.unigram_counts(path, num_workers=2, chunk=1000), want)  # 9 jobs, 2 processes
+    json.dump({"vocab_size": 300}, open(tmp_path / "meta.json", "w"))
+    assert np.array_equal(analyzer.unigram_counts(path), np.bincount(tokens, minlength=300))
+    json.dump({"vocab_size": 200}, open(tmp_path / "meta.json", "w"))  # ids up to 256 do not fit
+    with pytest.raises(ValueError, match="holds token id 256 >= vocab_size 200"):
+        analyzer.ensure_index(path, 16, ["vocab_rarity"], str(tmp_path / "index"), num_workers=1)
+    open(tmp_path / "meta.json", "w").write("{")
+    with pytest.raises(ValueError, match="meta.json has no readable vocab_size"):
+        analyzer.unigram_counts(path)
+
+
+def test_import_is_light():
+    """train.py --help imports the analyzer: it must not pull in torch."""
+    r = subprocess.run([sys.executable, "-c", "import sys, analyzer; print('torch' in sys.modules)"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.stdout.strip() == "False", r.stderr
+
+
+def test_check_index_sees_disorder_between_chunks(corpus, tmp_path):
+    path, _ = corpus
+    d = str(tmp_path / "index")
+    analyzer.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1, verbose=False)
+    info = analyzer._info(path, 64, "vocab_rarity")
+    assert analyzer.check_index(d, "vocab_rarity", info, chunk=10) is None
+    m_path = os.path.join(d, "vocab_rarity", "index_to_metric.npy")
+    m = np.load(m_path)
+    m[10] = m[9] - 1  # first of the second chunk of 10 below the last of the first: each chunk alone is sorted
+    np.save(m_path, m)
+    assert analyzer.check_index(d, "vocab_rarity", info, chunk=10) == "index_to_metric.npy is not sorted"
