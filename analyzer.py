@@ -22,7 +22,8 @@ But:
 - sample ids are never lost: a sample is its window number in data.py;
 - one .npy per output, memory-mappable, instead of one file per distinct value per worker;
 - both passes (token counts, then metrics) run in worker processes over contiguous ranges of
-  the memmap (never the whole corpus in RAM); memory grows with the index only;
+  the memmap (never the whole corpus in RAM); workers write metric values into shared memory,
+  so memory grows with the index only (N float64 values, then the sort's two N-arrays);
 - an index is checked before use (its info.json against the data; each .npy's length, dtype and size;
   in one O(N) pass, index_to_sample a permutation and index_to_metric sorted; at up to 64K evenly spaced
   positions, index_to_metric = sample_to_metric[index_to_sample]): one that is stale, truncated, garbled
@@ -105,17 +106,25 @@ def _count_range(job):
     return counts
 
 
-def unigram_counts(bin_path, num_workers=1, chunk=1 << 24):
+def unigram_counts(bin_path, num_workers=1, chunk=1 << 24, verbose=False):
     """(V,) token counts of a .bin file, chunk tokens per job; V from meta.json beside it, else max id + 1."""
     n = os.path.getsize(bin_path) // 2
     jobs = [(bin_path, s, min(s + chunk, n)) for s in range(0, n, chunk)]
+    counts = np.zeros(65536, dtype=np.int64)
+    bar = tqdm(total=n, desc="counting tokens", unit="tok", unit_scale=True, disable=None if verbose else True)
     with _pool(max(1, min(num_workers, len(jobs)))) as pool:
-        counts = sum(pool.imap_unordered(_count_range, jobs))  # (65536,) int64
+        for c in pool.imap_unordered(_count_range, jobs):
+            counts += c  # (65536,) int64
+            bar.update(int(c.sum()))  # the job's tokens
+    bar.close()
     meta = os.path.join(os.path.dirname(bin_path), "meta.json")
-    try:
-        V = int(json.load(open(meta))["vocab_size"]) if os.path.exists(meta) else int(counts.nonzero()[0].max()) + 1
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{meta} has no readable vocab_size ({e.__class__.__name__}); prepare the data with data.py")
+    V = int(counts.nonzero()[0].max(initial=0)) + 1  # without a meta.json: max id + 1
+    if os.path.exists(meta):
+        try:
+            with open(meta) as f:
+                V = int(json.load(f)["vocab_size"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{meta} has no readable vocab_size ({e.__class__.__name__}); prepare it with data.py")
     if counts[V:].any():
         raise ValueError(f"{bin_path} holds token id {np.flatnonzero(counts).max()} >= vocab_size {V} of {meta}; "
                          "fix vocab_size in meta.json or prepare the data again")
@@ -174,7 +183,7 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=None, shard=
     shard = shard or max(1, (1 << 23) // (block_size + 1))  # ~8M tokens a job: few messages, and even shares
     jobs = [(s, min(s + shard, N)) for s in range(0, N, shard)]
     num_workers = num_workers or min(os.cpu_count() or 1, len(jobs))
-    neg_log_p = unigram_neg_log_p(unigram_counts(bin_path, num_workers))  # pass 1; the (V,) table once, not per job
+    neg_log_p = unigram_neg_log_p(unigram_counts(bin_path, num_workers, verbose=verbose))  # pass 1: the (V,) table
     values = {n: _shared_zeros(N) for n in names}  # (N,) float64 each, filled by the workers
     bar = tqdm(total=N, desc=f"analyzing {','.join(names)}", unit="sample", disable=None if verbose else True)
     with _pool(num_workers, _init_scorer, (bin_path, block_size, values, neg_log_p)) as pool:  # pass 2
