@@ -22,7 +22,8 @@ But:
 - sample ids are never lost: a sample is its window number in data.py;
 - one .npy per output, memory-mappable, instead of one file per distinct value per worker;
 - both passes (token counts, then metrics) run in worker processes over contiguous ranges of
-  the memmap (never the whole corpus in RAM); memory grows with the index only;
+  the memmap (never the whole corpus in RAM); workers write metric values into shared memory,
+  so memory grows with the index only (N float64 values, then the sort's two N-arrays);
 - an index is checked before use (its info.json against the data; each .npy's length, dtype and size;
   in one O(N) pass, index_to_sample a permutation and index_to_metric sorted; at up to 64K evenly spaced
   positions, index_to_metric = sample_to_metric[index_to_sample]): one that is stale, truncated, garbled
@@ -31,6 +32,7 @@ But:
 
 import argparse
 import json
+import mmap
 import multiprocessing as mp
 import os
 import sys
@@ -90,7 +92,7 @@ class _InProcess:
         _worker.clear()  # drop the memmap and table the in-process "worker" held
         return False
 
-    def imap_unordered(self, fn, jobs, chunksize=1):
+    def imap_unordered(self, fn, jobs):
         return map(fn, jobs)
 
 
@@ -104,32 +106,49 @@ def _count_range(job):
     return counts
 
 
-def unigram_counts(bin_path, num_workers=1, chunk=1 << 24):
+def unigram_counts(bin_path, num_workers=1, chunk=1 << 24, verbose=False):
     """(V,) token counts of a .bin file, chunk tokens per job; V from meta.json beside it, else max id + 1."""
     n = os.path.getsize(bin_path) // 2
     jobs = [(bin_path, s, min(s + chunk, n)) for s in range(0, n, chunk)]
+    counts = np.zeros(65536, dtype=np.int64)
+    bar = tqdm(total=n, desc="counting tokens", unit="tok", unit_scale=True, disable=None if verbose else True)
     with _pool(max(1, min(num_workers, len(jobs)))) as pool:
-        counts = sum(pool.imap_unordered(_count_range, jobs))  # (65536,) int64
+        for c in pool.imap_unordered(_count_range, jobs):
+            counts += c  # (65536,) int64
+            bar.update(int(c.sum()))  # the job's tokens
+    bar.close()
     meta = os.path.join(os.path.dirname(bin_path), "meta.json")
-    try:
-        V = int(json.load(open(meta))["vocab_size"]) if os.path.exists(meta) else int(counts.nonzero()[0].max()) + 1
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{meta} has no readable vocab_size ({e.__class__.__name__}); prepare the data with data.py")
+    V = int(counts.nonzero()[0].max(initial=0)) + 1  # without a meta.json: max id + 1
+    if os.path.exists(meta):
+        try:
+            with open(meta) as f:
+                V = int(json.load(f)["vocab_size"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{meta} has no readable vocab_size ({e.__class__.__name__}); prepare it with data.py")
     if counts[V:].any():
         raise ValueError(f"{bin_path} holds token id {np.flatnonzero(counts).max()} >= vocab_size {V} of {meta}; "
                          "fix vocab_size in meta.json or prepare the data again")
     return counts[:V]  # subtle: the vocabulary, not 65536 ids, is what zero counts are set to 1 over
 
 
-def _init_scorer(bin_path, block_size, names, neg_log_p):
-    _worker.update(windows=data.SampleWindows(bin_path, block_size), names=names, neg_log_p=neg_log_p)
+def _shared_zeros(n):
+    """(n,) float64 zeros in memory that forked workers share with this process (mmap of no file is MAP_SHARED)."""
+    return np.frombuffer(mmap.mmap(-1, 8 * n), dtype=np.float64)
+
+
+def _init_scorer(bin_path, block_size, values, neg_log_p):
+    _worker.update(windows=data.SampleWindows(bin_path, block_size), values=values, neg_log_p=neg_log_p)
 
 
 def _score_shard(job):
-    """Worker: metric values of samples start..stop-1, read as one contiguous range of the memmap."""
+    """Worker: metric values of samples start..stop-1, written straight into the shared arrays (none sent back)."""
     start, stop = job
-    samples = _worker["windows"].get_range(start, stop)  # (stop-start, T+1) int64
-    return start, {n: METRICS[n](samples, _worker["neg_log_p"]) for n in _worker["names"]}
+    read = max(1, (1 << 17) // (_worker["windows"].block_size + 1))  # ~128K tokens a read: the copy stays in cache
+    for s in range(start, stop, read):
+        samples = _worker["windows"].get_range(s, min(s + read, stop))  # (B, T+1) int64, one contiguous read
+        for name, out in _worker["values"].items():
+            out[s : s + len(samples)] = METRICS[name](samples, _worker["neg_log_p"])  # (B,)
+    return stop - start
 
 
 # -----------------------------------------------------------------------------
@@ -161,17 +180,15 @@ def _write_index(d, sample_to_metric, info):
 def build_index(bin_path, block_size, names, index_dir, num_workers=None, shard=None, verbose=True):
     """Score every sample of bin_path with each metric and write the sorted index files."""
     N = len(data.SampleWindows(bin_path, block_size))
-    shard = shard or max(1, (1 << 17) // (block_size + 1))  # ~128K tokens a job: its int64 copy (1 MB) stays in cache
+    shard = shard or max(1, (1 << 23) // (block_size + 1))  # ~8M tokens a job: few messages, and even shares
     jobs = [(s, min(s + shard, N)) for s in range(0, N, shard)]
     num_workers = num_workers or min(os.cpu_count() or 1, len(jobs))
-    neg_log_p = unigram_neg_log_p(unigram_counts(bin_path, num_workers))  # pass 1; the (V,) table once, not per job
-    values = {n: np.zeros(N) for n in names}  # (N,) float64 each
+    neg_log_p = unigram_neg_log_p(unigram_counts(bin_path, num_workers, verbose=verbose))  # pass 1: the (V,) table
+    values = {n: _shared_zeros(N) for n in names}  # (N,) float64 each, filled by the workers
     bar = tqdm(total=N, desc=f"analyzing {','.join(names)}", unit="sample", disable=None if verbose else True)
-    with _pool(num_workers, _init_scorer, (bin_path, block_size, names, neg_log_p)) as pool:  # pass 2
-        for start, out in pool.imap_unordered(_score_shard, jobs, chunksize=8):  # 8 jobs a message: fewer round trips
-            for n in names:
-                values[n][start : start + len(out[n])] = out[n]
-            bar.update(len(out[names[0]]))
+    with _pool(num_workers, _init_scorer, (bin_path, block_size, values, neg_log_p)) as pool:  # pass 2
+        for done in pool.imap_unordered(_score_shard, jobs):
+            bar.update(done)
     bar.close()
     for n in names:
         bad = np.flatnonzero(np.isnan(values[n]))
