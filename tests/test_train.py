@@ -114,7 +114,13 @@ RECORDER = """
 import json, os, sys
 sys.path.insert(0, {root!r})
 import torch, random_ltd, sampler, train
-seen, kept, seeds = [], [], []
+from torch.nn.parallel import DistributedDataParallel as DDP
+seen, kept, seeds, no_sync = [], [], [], []
+orig_no_sync = DDP.no_sync
+def count_no_sync(self):
+    no_sync.append(1)
+    return orig_no_sync(self)
+DDP.no_sync = count_no_sync
 orig_ids, orig_kept = sampler.CurriculumSampler.next_batch, random_ltd.sample_kept_indices
 def next_batch(self):
     ids = orig_ids(self)
@@ -128,7 +134,8 @@ def sample_kept_indices(*a, **k):
 sampler.CurriculumSampler.next_batch = next_batch
 random_ltd.sample_kept_indices = sample_kept_indices
 out = train.train(train.config.parse_args(sys.argv[1:]))
-json.dump({{"losses": out["losses"], "val_loss": out["val_loss"], "seen": seen, "kept": kept, "seeds": seeds}},
+json.dump({{"losses": out["losses"], "val_loss": out["val_loss"], "seen": seen, "kept": kept, "seeds": seeds,
+           "no_sync": len(no_sync)}},
           open(os.path.join({out!r}, "rank%s.json" % os.environ.get("RANK", "0")), "w"))
 """
 
@@ -150,6 +157,7 @@ def test_torchrun_two_ranks_with_accumulation_match_one_rank(corpus, tmp_path):
     ranks, stdout = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
     assert "8 rows/step = 2 x 2 accum x 2 ranks" in stdout
     one = train.train(train.config.parse_args(args + [f"--out_dir={tmp_path / 'one'}"]))
+    assert ranks[0]["no_sync"] == ranks[1]["no_sync"] == 4  # all-reduce skipped on the first of 2 micro-steps, 4 steps
     assert ranks[0]["losses"] == ranks[1]["losses"]  # logged losses are averaged over ranks
     np.testing.assert_allclose(ranks[0]["losses"], one["losses"], rtol=1e-5)
     assert abs(ranks[0]["val_loss"] - one["val_loss"]) < 1e-5
