@@ -238,7 +238,7 @@ def bench_ltd(args):
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from model import GPT, GPTConfig
+    from model import GPT, GPTConfig, compile_model
 
     cuda = torch.cuda.is_available()
     shape = (12, 12, 768, 1024, 16, 50304) if cuda else (12, 6, 384, 512, 4, 257)  # L, heads, C, T, B, vocab
@@ -247,44 +247,49 @@ def bench_ltd(args):
         p.add_argument(f"--{name}", type=int, default=default)
     p.add_argument("--ratios", default="0.75,0.5,0.25", help="kept ratios r/T to measure")
     p.add_argument("--iters", type=int, default=6, help="timed rounds, interleaved (median and range are reported)")
-    p.add_argument("--modes", default="eager,compiled" if cuda else "eager", help="eager and/or compiled (torch.compile)")
-    p.add_argument("--threads", type=int, default=1 if not cuda else torch.get_num_threads(), help="torch intra-op threads")
+    p.add_argument("--modes", default="eager,compiled" if cuda else "eager", help="eager and/or compiled")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads() if cuda else 1, help="torch intra-op threads")
     a = p.parse_args(args)
     device, threads = "cuda" if cuda else "cpu", pin_threads(a.threads)
     torch.manual_seed(0)
     T = a.block_size
-    model = GPT(GPTConfig(block_size=T, vocab_size=a.vocab_size, n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd)).to(device)
+    config = GPTConfig(block_size=T, vocab_size=a.vocab_size, n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd)
+    model = GPT(config).to(device)
     x = torch.randint(0, a.vocab_size, (a.batch_size, T + 1), device=device)
     ctx = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
     gen = torch.Generator(device=device).manual_seed(0)
     keeps = [T] + [max(1, int(T * float(r))) for r in a.ratios.split(",")]  # T = dense
-    modes = {m: torch.compile(model) if m == "compiled" else model for m in a.modes.split(",")}
+    # (dense, LTD) nets per mode; compiled as train.py does: a dense run static, an LTD run with symbolic shapes
+    modes = {m: (compile_model(model, False), compile_model(model, True)) if m == "compiled" else (model, model)
+             for m in a.modes.split(",")}
 
-    def step(net, keep):
+    def step(nets, keep):
         ltd_idx = model.sample_ltd_indices(a.batch_size, T, keep, gen)  # drawn outside the compiled forward
         with ctx:
-            _, loss = net(x[:, :-1], x[:, 1:], ltd_idx=ltd_idx)
+            _, loss = nets[keep < T](x[:, :-1], x[:, 1:], ltd_idx=ltd_idx)
         loss.backward()
         model.zero_grad(set_to_none=True)
 
     flops = {}
     for keep in keeps:
         with FlopCounterMode(display=False) as fc:
-            step(model, keep)
+            step((model, model), keep)
         flops[keep] = fc.get_total_flops()
     cases = {(m, k): (lambda m=m, k=k: step(modes[m], k)) for m in modes for k in keeps}
     times = interleaved(cases, a.iters, warmup=2, sync=torch.cuda.synchronize if cuda else lambda: None)
     med = {c: statistics.median(t) for c, t in times.items()}
-    print(f"random-LTD, {a.n_layer} layers (dropping {len(model.ltd_layers)}), n_embd {a.n_embd}, T {T}, batch {a.batch_size}, "
-          f"vocab {a.vocab_size}, {torch.cuda.get_device_name() if cuda else 'cpu'}{' bf16' if cuda else ' fp32'}, "
-          f"torch {torch.__version__}, {threads} threads, {a.iters} interleaved rounds: median (min-max)")
-    print(f"{'mode':>9} {'kept r/T':>9} {'r':>5} {'ms/step':>24} {'time ratio':>11} {'FLOP ratio':>11} {'efficiency':>11}")
+    where = torch.cuda.get_device_name() + " bf16" if cuda else "cpu fp32"
+    print(f"random-LTD, {a.n_layer} layers (dropping {len(model.ltd_layers)}), n_embd {a.n_embd}, T {T}, "
+          f"batch {a.batch_size}, vocab {a.vocab_size}, {where}, torch {torch.__version__}, {threads} threads, "
+          f"{a.iters} interleaved rounds: median (min-max)")
+    print(f"{'mode':>8} {'kept r/T':>8} {'r':>5} {'ms/step':>22} {'time ratio':>10} {'FLOP ratio':>10} "
+          f"{'efficiency':>10}")
     for m, k in cases:
         tr, fr = med[m, k] / med[m, T], flops[k] / flops[T]
         eff = (1 - tr) / (1 - fr) if k < T else float("nan")
-        print(f"{m:>9} {k / T:>9.2f} {k:>5} {med_range(times[m, k], 1000):>24} {tr:>11.3f} {fr:>11.3f} {eff:>11.2f}")
+        print(f"{m:>8} {k / T:>8.2f} {k:>5} {med_range(times[m, k], 1000):>22} {tr:>10.3f} {fr:>10.3f} {eff:>10.2f}")
     for m in modes:
-        print(f"{m}: dense step {flops[T] / med[m, T] / 1e12:.2f} TFLOP/s achieved (counted matmul and attention FLOPs)")
+        print(f"{m}: dense step {flops[T] / med[m, T] / 1e12:.2f} TFLOP/s achieved (counted matmul + attention FLOPs)")
     first = next(iter(modes))
     return {k: (med[first, k] / med[first, T], flops[k] / flops[T]) for k in keeps}  # r -> (time ratio, FLOP ratio)
 

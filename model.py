@@ -15,10 +15,9 @@ But:
   (logits, loss) with logits for every position;
 - ltd_keep=None or ltd_keep >= T is exactly the dense model (the LTD path is skipped);
 - dropping happens only in training mode: eval and generate always see every token;
-- torch.compile(model) as it is (automatic dynamic shapes): the first shapes compile static, a
-  dimension that changes (T under a curriculum, r under random-LTD, B under seqlen_reshape)
-  turns symbolic at its first change, so a run builds a handful of graphs, not one per shape;
-  the indices come in as a tensor, so the forward has no generator and no graph break;
+- compile_model(model, shapes_change) compiles with symbolic T, r and B when they change on a
+  schedule: one graph per mode (train dense, train LTD, eval), not one per shape; the indices
+  come in as a tensor, so the compiled forward has no generator and no graph break;
 - no GPT-2 checkpoint loading (nothing is downloaded at run time).
 """
 
@@ -126,8 +125,9 @@ class GPT(nn.Module):
         return n - self.transformer.wpe.weight.numel() if non_embedding else n
 
     def sample_ltd_indices(self, B, T, ltd_keep, generator=None):
-        """Kept positions of every dropping layer for one step, (n_ltd, B, ltd_keep), rows in layer order;
-        None when nothing drops (ltd_keep None or >= T, or no dropping layer): then forward is the dense model.
+        """Kept positions of every dropping layer for one step, (n_ltd, B, ltd_keep), row j for the j-th dropping
+        layer from the bottom; None when nothing drops (ltd_keep None or >= T, or no dropping layer): then
+        forward is the dense model.
 
         Call it outside torch.compile and pass the result as forward(..., ltd_idx=...).
         """
@@ -149,7 +149,7 @@ class GPT(nn.Module):
         if self.training and ltd_idx is None and ltd_keep is not None:
             ltd_idx = self.sample_ltd_indices(B, T, ltd_keep, generator)  # (n_ltd, B, r) or None
         drop = self.training and ltd_idx is not None  # eval and generate always see every token
-        assert not drop or ltd_idx.shape[:2] == (len(self.ltd_layers), B), "ltd_idx must come from sample_ltd_indices(B, T, r)"
+        assert not drop or ltd_idx.shape[:2] == (len(self.ltd_layers), B), "ltd_idx: from sample_ltd_indices(B, T, r)"
         pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, T, C), positions baked in
         j = 0  # row of ltd_idx for the next dropping layer
@@ -192,6 +192,19 @@ class GPT(nn.Module):
 
 # -----------------------------------------------------------------------------
 # torch.compile with changing shapes
+
+
+def compile_model(model, shapes_change, **kwargs):
+    """torch.compile(model) for training; shapes_change: T, r or B change during the run (a sequence-length
+    curriculum, random-LTD, seqlen_reshape).
+
+    With shapes_change every input dimension is symbolic from the first step, so each mode (train dense,
+    train LTD, eval) compiles once. subtle: PyTorch's default instead compiles static shapes first and again
+    when a dimension first changes, per mode and per dimension, which creeps towards dynamo's limit of 8
+    graphs per function (past it, that function runs eager after one warning). A run whose shapes never
+    change keeps static shapes.
+    """
+    return torch.compile(model, dynamic=True if shapes_change else None, **kwargs)
 
 
 def compile_count():
