@@ -230,70 +230,70 @@ def bench_sampler(args):
 
 
 def bench_ltd(args):
-    """Forward+backward time with random-LTD at several kept ratios vs the FLOPs it saves.
+    """Training-step time (forward + backward) with random-LTD at several kept ratios vs the FLOPs it saves.
 
-    efficiency = (1 - t_ltd / t_dense) / (1 - flops_ltd / flops_dense): 1.0 means the wall
-    clock falls exactly as much as the counted FLOPs; the paper got about 0.77 on GPUs.
+    efficiency = (1 - t_ltd / t_dense) / (1 - flops_ltd / flops_dense): 1.0 means the wall clock
+    falls exactly as much as the counted FLOPs; the paper got about 0.77 on GPUs. Eager rows, and
+    torch.compile'd rows (default on CUDA). Defaults: GPT-2 small on CUDA (bf16), a small model on CPU.
+    Returns {r: (time ratio, FLOP ratio)} of the first mode.
     """
-    import time
-
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from model import GPT, GPTConfig
+    from model import GPT, GPTConfig, compile_model
 
+    cuda = torch.cuda.is_available()
+    shape = (12, 12, 768, 1024, 16, 50304) if cuda else (12, 6, 384, 512, 4, 257)  # L, heads, C, T, B, vocab
     p = argparse.ArgumentParser(prog="bench.py ltd")
-    p.add_argument("--n_layer", type=int, default=12)
-    p.add_argument("--n_head", type=int, default=6)
-    p.add_argument("--n_embd", type=int, default=384)
-    p.add_argument("--block_size", type=int, default=512)
-    p.add_argument("--batch_size", type=int, default=4)
+    for name, default in zip(("n_layer", "n_head", "n_embd", "block_size", "batch_size", "vocab_size"), shape):
+        p.add_argument(f"--{name}", type=int, default=default)
     p.add_argument("--ratios", default="0.75,0.5,0.25", help="kept ratios r/T to measure")
-    p.add_argument("--iters", type=int, default=6, help="timed rounds (median is reported)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--iters", type=int, default=6, help="timed rounds, interleaved (median and range are reported)")
+    p.add_argument("--modes", default="eager,compiled" if cuda else "eager", help="eager and/or compiled")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads() if cuda else 1, help="torch intra-op threads")
     a = p.parse_args(args)
-    cuda = a.device.startswith("cuda")
+    device, threads = "cuda" if cuda else "cpu", pin_threads(a.threads)
     torch.manual_seed(0)
     T = a.block_size
-    model = GPT(GPTConfig(block_size=T, vocab_size=257, n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd)).to(a.device)
-    x = torch.randint(0, 257, (a.batch_size, T + 1), device=a.device)
+    config = GPTConfig(block_size=T, vocab_size=a.vocab_size, n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd)
+    model = GPT(config).to(device)
+    x = torch.randint(0, a.vocab_size, (a.batch_size, T + 1), device=device)
     ctx = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
-    gen = torch.Generator(device=a.device).manual_seed(0)
-    keeps = [None] + [max(1, int(T * float(r))) for r in a.ratios.split(",")]
+    gen = torch.Generator(device=device).manual_seed(0)
+    keeps = [T] + [max(1, int(T * float(r))) for r in a.ratios.split(",")]  # T = dense
+    # (dense, LTD) nets per mode; compiled as train.py does: a dense run static, an LTD run with symbolic shapes
+    modes = {m: (compile_model(model, False), compile_model(model, True)) if m == "compiled" else (model, model)
+             for m in a.modes.split(",")}
 
-    def step(keep):
+    def step(nets, keep):
+        ltd_idx = model.sample_ltd_indices(a.batch_size, T, keep, gen)  # drawn outside the compiled forward
         with ctx:
-            _, loss = model(x[:, :-1], x[:, 1:], ltd_keep=keep, generator=gen)
+            _, loss = nets[keep < T](x[:, :-1], x[:, 1:], ltd_idx=ltd_idx)
         loss.backward()
         model.zero_grad(set_to_none=True)
 
     flops = {}
     for keep in keeps:
         with FlopCounterMode(display=False) as fc:
-            step(keep)
+            step((model, model), keep)
         flops[keep] = fc.get_total_flops()
-    times = {k: [] for k in keeps}
-    for _ in range(2):  # warmup
-        for keep in keeps:
-            step(keep)
-    for _ in range(a.iters):  # round-robin, so drift in machine load hits every case alike
-        for keep in keeps:
-            if cuda:
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            step(keep)
-            if cuda:
-                torch.cuda.synchronize()
-            times[keep].append(time.perf_counter() - t0)
-    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-    print(f"random-LTD, {a.n_layer} layers (dropping {len(model.ltd_layers)}), n_embd {a.n_embd}, T {T}, batch {a.batch_size}, "
-          f"{a.device}{' bf16' if cuda else ' fp32'}, torch {torch.__version__}, median of {a.iters}")
-    print(f"{'kept r/T':>9} {'r':>5} {'ms/step':>9} {'time ratio':>11} {'FLOP ratio':>11} {'efficiency':>11}")
-    for keep in keeps:
-        tr, fr = med[keep] / med[None], flops[keep] / flops[None]
-        eff = (1 - tr) / (1 - fr) if keep else float("nan")
-        print(f"{(keep or T) / T:>9.2f} {keep or T:>5} {1000 * med[keep]:>9.1f} {tr:>11.3f} {fr:>11.3f} {eff:>11.2f}")
-    return {keep or T: (med[keep] / med[None], flops[keep] / flops[None]) for keep in keeps}  # r -> (time ratio, FLOP ratio)
+    cases = {(m, k): (lambda m=m, k=k: step(modes[m], k)) for m in modes for k in keeps}
+    times = interleaved(cases, a.iters, warmup=2, sync=torch.cuda.synchronize if cuda else lambda: None)
+    med = {c: statistics.median(t) for c, t in times.items()}
+    where = torch.cuda.get_device_name() + " bf16" if cuda else "cpu fp32"
+    print(f"random-LTD, {a.n_layer} layers (dropping {len(model.ltd_layers)}), n_embd {a.n_embd}, T {T}, "
+          f"batch {a.batch_size}, vocab {a.vocab_size}, {where}, torch {torch.__version__}, {threads} threads, "
+          f"{a.iters} interleaved rounds: median (min-max)")
+    print(f"{'mode':>8} {'kept r/T':>8} {'r':>5} {'ms/step':>22} {'time ratio':>10} {'FLOP ratio':>10} "
+          f"{'efficiency':>10}")
+    for m, k in cases:
+        tr, fr = med[m, k] / med[m, T], flops[k] / flops[T]
+        eff = (1 - tr) / (1 - fr) if k < T else float("nan")
+        print(f"{m:>8} {k / T:>8.2f} {k:>5} {med_range(times[m, k], 1000):>22} {tr:>10.3f} {fr:>10.3f} {eff:>10.2f}")
+    for m in modes:
+        print(f"{m}: dense step {flops[T] / med[m, T] / 1e12:.2f} TFLOP/s achieved (counted matmul + attention FLOPs)")
+    first = next(iter(modes))
+    return {k: (med[first, k] / med[first, T], flops[k] / flops[T]) for k in keeps}  # r -> (time ratio, FLOP ratio)
 
 
 # -----------------------------------------------------------------------------

@@ -5,13 +5,19 @@ Follows GPT-2 (Radford et al. 2019) as karpathy/nanoGPT writes it: learned absol
 embeddings, pre-LayerNorm blocks, causal self-attention through F.scaled_dot_product_attention,
 GELU MLP, weight tying, GPT-2 init. Random-LTD (arXiv 2211.11586, DeepSpeed's
 data_routing/basic_layer.py) is one `if` in forward: in training, each layer listed in
-`ltd_layers` runs on `ltd_keep` random tokens per sample (random_ltd.py); the rest pass through.
+`ltd_layers` runs on r random tokens per sample (random_ltd.py); the rest pass through.
+
+    ltd_idx = model.sample_ltd_indices(B, T, r, generator)   # (n_ltd, B, r), outside torch.compile
+    logits, loss = model(idx, targets, ltd_idx=ltd_idx)      # or model(idx, targets, ltd_keep=r, generator=g)
 
 But:
-- forward(idx, targets=None, ltd_keep=None, generator=None) always returns (logits, loss)
-  with logits for every position;
+- forward(idx, targets=None, ltd_keep=None, generator=None, ltd_idx=None) always returns
+  (logits, loss) with logits for every position;
 - ltd_keep=None or ltd_keep >= T is exactly the dense model (the LTD path is skipped);
 - dropping happens only in training mode: eval and generate always see every token;
+- compile_model(model, shapes_change) compiles with symbolic T, r and B when they change on a
+  schedule: one graph per mode (train dense, train LTD, eval), not one per shape; the indices
+  come in as a tensor, so the compiled forward has no generator and no graph break;
 - no GPT-2 checkpoint loading (nothing is downloaded at run time).
 """
 
@@ -23,7 +29,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from random_ltd import ltd_block_forward
+import random_ltd
 
 
 @dataclass
@@ -87,12 +93,11 @@ class GPT(nn.Module):
         super().__init__()
         assert config.vocab_size is not None and config.block_size is not None
         self.config = config
-        if config.ltd_layers is None:
-            config.ltd_layers = tuple(range(1, config.n_layer - 1))  # first and last see all tokens
-        bad = [i for i in config.ltd_layers if not 0 <= i < config.n_layer]
+        layers = random_ltd.default_ltd_layers(config.n_layer) if config.ltd_layers is None else config.ltd_layers
+        bad = [i for i in layers if not 0 <= i < config.n_layer]
         if bad:
             raise ValueError(f"ltd_layers {bad} outside 0..{config.n_layer - 1}; pick layers of this {config.n_layer}-layer model")
-        self.ltd_layers = frozenset(config.ltd_layers)
+        self.ltd_layers = frozenset(layers)  # subtle: resolved here, never written back into the caller's config
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
             wpe=nn.Embedding(config.block_size, config.n_embd),
@@ -119,16 +124,39 @@ class GPT(nn.Module):
         n = sum(p.numel() for p in self.parameters())
         return n - self.transformer.wpe.weight.numel() if non_embedding else n
 
-    def forward(self, idx, targets=None, ltd_keep=None, generator=None):
-        """idx (B, T) -> (logits (B, T, vocab), loss or None); ltd_keep = kept tokens per dropping layer."""
+    def sample_ltd_indices(self, B, T, ltd_keep, generator=None):
+        """Kept positions of every dropping layer for one step, (n_ltd, B, ltd_keep), row j for the j-th dropping
+        layer from the bottom; None when nothing drops (ltd_keep None or >= T, or no dropping layer): then
+        forward is the dense model.
+
+        Call it outside torch.compile and pass the result as forward(..., ltd_idx=...).
+        """
+        if ltd_keep is None or ltd_keep >= T or not self.ltd_layers:
+            return None
+        if ltd_keep < 1:
+            raise ValueError(f"ltd_keep {ltd_keep} must be at least 1; use None to keep every token")
+        n, device = len(self.ltd_layers), self.lm_head.weight.device
+        return random_ltd.sample_kept_indices(n * B, T, ltd_keep, generator, device).view(n, B, ltd_keep)  # one draw
+
+    def forward(self, idx, targets=None, ltd_keep=None, generator=None, ltd_idx=None):
+        """idx (B, T) -> (logits (B, T, vocab), loss or None).
+
+        In training, the dropping layers keep ltd_idx (n_ltd, B, r) from sample_ltd_indices, or,
+        given ltd_keep instead, ltd_keep random tokens per sample drawn here from generator.
+        """
         B, T = idx.size()
         assert T <= self.config.block_size, f"sequence length {T} > block_size {self.config.block_size}"
+        if self.training and ltd_idx is None and ltd_keep is not None:
+            ltd_idx = self.sample_ltd_indices(B, T, ltd_keep, generator)  # (n_ltd, B, r) or None
+        drop = self.training and ltd_idx is not None  # eval and generate always see every token
+        assert not drop or ltd_idx.shape[:2] == (len(self.ltd_layers), B), "ltd_idx: from sample_ltd_indices(B, T, r)"
         pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, T, C), positions baked in
-        drop = self.training and ltd_keep is not None and ltd_keep < T
+        j = 0  # row of ltd_idx for the next dropping layer
         for i, block in enumerate(self.transformer.h):
             if drop and i in self.ltd_layers:
-                x = ltd_block_forward(block, x, ltd_keep, generator)  # block sees (B, ltd_keep, C)
+                x = random_ltd.ltd_block_forward(block, x, ltd_idx[j])  # block sees (B, r, C), r = ltd_idx.size(2)
+                j += 1
             else:
                 x = block(x)
         logits = self.lm_head(self.transformer.ln_f(x))  # (B, T, vocab)
@@ -160,3 +188,25 @@ class GPT(nn.Module):
             probs = F.softmax(logits, dim=-1)
             idx = torch.cat((idx, torch.multinomial(probs, num_samples=1, generator=generator)), dim=1)
         return idx
+
+
+# -----------------------------------------------------------------------------
+# torch.compile with changing shapes
+
+
+def compile_model(model, shapes_change, **kwargs):
+    """torch.compile(model) for training; shapes_change: T, r or B change during the run (a sequence-length
+    curriculum, random-LTD, seqlen_reshape).
+
+    With shapes_change every input dimension is symbolic from the first step, so each mode (train dense,
+    train LTD, eval) compiles once. subtle: PyTorch's default instead compiles static shapes first and again
+    when a dimension first changes, per mode and per dimension, which creeps towards dynamo's limit of 8
+    graphs per function (past it, that function runs eager after one warning). A run whose shapes never
+    change keeps static shapes.
+    """
+    return torch.compile(model, dynamic=True if shapes_change else None, **kwargs)
+
+
+def compile_count():
+    """Graphs torch.compile built so far in this process: each compilation and recompilation adds one."""
+    return torch._dynamo.utils.counters["stats"]["unique_graphs"]

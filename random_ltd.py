@@ -12,12 +12,15 @@ deepspeed/ops/random_ltd. For each dropping layer and each sample independently:
     x'    = copy of x with x'[b, idx[b]] = y_r[b]                   # scatter; dropped pass through
 
 and the compute of that layer falls by about r / T (more in attention, which is quadratic).
+Like DeepSpeed, one step draws the indices of all its dropping layers at once, (n, B, r), before
+the forward; that keeps the generator and the random draw outside a torch.compile'd forward.
 Accounting (the LayerToken clock): one step of B samples of length s with n of L layers
 dropping processes layer_tokens = B * (s * (L - n) + min(r, s) * n) token-layers.
 
 But:
-- plain PyTorch gather / scatter with autograd instead of a CUDA-only kernel, so it runs on
-  CPU, CUDA and ROCm with any T (DeepSpeed's op is CUDA-only and limited to T <= 2048);
+- plain PyTorch row gather / row copy (index_select / index_copy on the (B*T, C) view) with
+  autograd instead of a CUDA-only kernel, so it runs on CPU, CUDA and ROCm with any T, eager or
+  compiled (DeepSpeed's op is CUDA-only and limited to T <= 2048);
 - indices come from an explicit torch.Generator, so runs and resumes are reproducible;
 - layers are chosen by index in model.py, never by substring match of module names;
 - no attention-mask bookkeeping: the kept tokens are sorted, so the ordinary causal mask over
@@ -27,32 +30,75 @@ But:
 import torch
 
 
+def default_ltd_layers(n_layer):
+    """The dropping layers when none are given: 1 .. n_layer-2 (first and last see every token).
+
+    n_layer=4 -> (1, 2); n_layer=2 -> () (nothing drops).
+    """
+    return tuple(range(1, n_layer - 1))
+
+
 def sample_kept_indices(B, T, r, generator=None, device=None):
     """(B, r) int64 positions: per row a uniform random r-subset of range(T), ascending.
 
-    With r = T every row is [0, 1, ..., T-1] (the dense model).
+    With r = T every row is [0, 1, ..., T-1] (the dense model). Draw n layers at once as
+    sample_kept_indices(n * B, T, r).view(n, B, r): rows are independent.
     """
     assert 0 < r <= T, f"kept length {r} must be in 1..{T}"
-    scores = torch.rand(B, T, generator=generator, device=device)  # (B, T) iid uniform
+    # (B, T) iid uniform; subtle: not torch.rand(..., generator=None), which torch.compile rejects for a symbolic T
+    scores = torch.empty(B, T, device=device).uniform_(generator=generator)
     idx = scores.topk(r, dim=1, sorted=False).indices  # r largest scores = a uniform random subset
     return idx.sort(dim=1).values  # subtle: sorted, so causal order among kept tokens holds
 
 
+def flat_rows(idx, T):
+    """Kept positions idx (B, r) -> (B * r,) rows of the (B * T, C) view: b * T + idx[b, j].
+
+    idx=[[0, 2], [1, 2]], T=3 -> [0, 2, 4, 5].
+    """
+    offset = T * torch.arange(idx.size(0), device=idx.device).unsqueeze(1)  # (B, 1): first row of sample b
+    return (idx + offset).flatten()  # (B * r,)
+
+
+class GatherRows(torch.autograd.Function):
+    """x (N, C), unique rows (M,) -> x[rows] (M, C), whose backward copies instead of adding.
+
+    subtle: autograd's own backward of x[rows] (index_select) accumulates into zeros with
+    index_add (atomic adds on a GPU, a scatter-add under torch.compile) because rows could repeat.
+    The kept rows are unique, so a plain copy, index_copy, is the same gradient: the backward
+    of this gather is the scatter. (The scatter-back, index_copy, needs no such pair: its
+    autograd backward is already a gather, index_select, plus index_fill for the overwritten rows.)
+    """
+
+    @staticmethod
+    def forward(ctx, x, rows):
+        ctx.save_for_backward(rows)
+        ctx.n_rows = x.size(0)
+        return x.index_select(0, rows)  # (M, C)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (rows,) = ctx.saved_tensors
+        dx = grad.new_zeros(ctx.n_rows, grad.size(1)).index_copy_(0, rows, grad)  # dx[rows] = grad, 0 elsewhere
+        return dx, None
+
+
 def gather_tokens(x, idx):
     """x (B, T, C), idx (B, r) -> (B, r, C) with out[b, j] = x[b, idx[b, j]]."""
-    return x.gather(1, idx.unsqueeze(-1).expand(-1, -1, x.size(-1)))
+    B, T, C = x.shape
+    return GatherRows.apply(x.reshape(B * T, C), flat_rows(idx, T)).view(B, -1, C)
 
 
 def scatter_tokens(x, idx, y):
     """Copy of x (B, T, C) with rows idx (B, r) replaced by y (B, r, C); other rows unchanged."""
-    return x.scatter(1, idx.unsqueeze(-1).expand(-1, -1, x.size(-1)), y)  # out of place: autograd-safe
+    B, T, C = x.shape
+    out = x.reshape(B * T, C).index_copy(0, flat_rows(idx, T), y.reshape(-1, C))  # out of place: autograd-safe
+    return out.view(B, T, C)
 
 
-def ltd_block_forward(block, x, r, generator=None):
-    """Run block on r random tokens per sample of x (B, T, C); the others pass through."""
-    B, T, _ = x.shape
-    idx = sample_kept_indices(B, T, r, generator, x.device)  # (B, r)
-    return scatter_tokens(x, idx, block(gather_tokens(x, idx)))  # (B, T, C)
+def ltd_block_forward(block, x, idx):
+    """Run block on the kept tokens idx (B, r) of each sample of x (B, T, C); the others pass through."""
+    return scatter_tokens(x, idx, block(gather_tokens(x, idx)))  # block sees (B, r, C); out (B, T, C)
 
 
 # -----------------------------------------------------------------------------

@@ -1,15 +1,17 @@
-"""random_ltd.py and the LTD path of model.py: exactness, index invariants, causality, gradients."""
+"""random_ltd.py and the LTD path of model.py: exactness, index invariants, causality, gradients, torch.compile."""
 
+import pytest
 import torch
+from torch._dynamo.utils import counters
 
 import random_ltd
-from model import GPT, GPTConfig
-from random_ltd import gather_tokens, layer_tokens, sample_kept_indices, scatter_tokens
+from model import GPT, GPTConfig, compile_count, compile_model
+from random_ltd import GatherRows, flat_rows, gather_tokens, layer_tokens, sample_kept_indices, scatter_tokens
 
 
-def tiny(n_layer=4, T=16):
+def tiny(n_layer=4, T=16, n_embd=32):
     torch.manual_seed(0)
-    return GPT(GPTConfig(block_size=T, vocab_size=50, n_layer=n_layer, n_head=2, n_embd=32))
+    return GPT(GPTConfig(block_size=T, vocab_size=50, n_layer=n_layer, n_head=2, n_embd=n_embd))
 
 
 def batch(B=3, T=16, seed=1):
@@ -18,6 +20,23 @@ def batch(B=3, T=16, seed=1):
 
 def grads(model):
     return [p.grad.clone() for p in model.parameters()]
+
+
+def reference_logits(model, idx, ltd_idx):
+    """The LTD forward written out sample by sample with plain indexing: the semantics, slowly."""
+    tr, layers = model.transformer, sorted(model.ltd_layers)
+    x = tr.wte(idx) + tr.wpe(torch.arange(idx.size(1), device=idx.device))
+    for i, block in enumerate(tr.h):
+        if i not in model.ltd_layers:
+            x = block(x)
+            continue
+        keep, rows = ltd_idx[layers.index(i)], []  # keep (B, r)
+        for b in range(idx.size(0)):
+            xb = x[b].clone()
+            xb[keep[b]] = block(x[b, keep[b]][None])[0]  # the block sees only sample b's kept tokens
+            rows.append(xb)
+        x = torch.stack(rows)
+    return model.lm_head(tr.ln_f(x))
 
 
 def test_keep_all_equals_dense_logits_and_gradients_exactly():
@@ -52,14 +71,36 @@ def test_kept_indices_sorted_unique_in_range_and_varied():
     assert torch.equal(sample_kept_indices(2, 5, 5, g), torch.arange(5).repeat(2, 1))
 
 
+def test_one_step_draw_has_a_row_per_layer_and_equals_drawing_in_forward():
+    model, b = tiny(n_layer=5), batch()[:, :-1]
+    ltd_idx = model.sample_ltd_indices(3, 16, 6, torch.Generator().manual_seed(4))
+    assert ltd_idx.shape == (3, 3, 6) and not torch.equal(ltd_idx[0], ltd_idx[1])  # (n_ltd, B, r), layers differ
+    l1, _ = model(b, ltd_idx=ltd_idx)
+    l2, _ = model(b, ltd_keep=6, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(l1, l2)
+    assert model.sample_ltd_indices(3, 16, 16) is None and model.sample_ltd_indices(3, 16, None) is None  # dense
+    with pytest.raises(ValueError, match="at least 1"):
+        model.sample_ltd_indices(3, 16, 0)
+
+
 def test_gather_then_scatter_round_trip():
     x = torch.randn(2, 6, 3)
     idx = torch.tensor([[0, 2, 5], [1, 3, 4]])
+    assert flat_rows(idx, 6).tolist() == [0, 2, 5, 7, 9, 10]  # b * T + idx[b, j]
     y = gather_tokens(x, idx)
     assert torch.equal(y[1, 2], x[1, 4])
     assert torch.equal(scatter_tokens(x, idx, y), x)
     z = scatter_tokens(x, idx, torch.zeros_like(y))
     assert (z[0, [0, 2, 5]] == 0).all() and torch.equal(z[0, [1, 3, 4]], x[0, [1, 3, 4]])
+
+
+def test_gather_backward_is_the_copy_back():
+    x = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    rows = torch.tensor([4, 0, 2])
+    assert torch.autograd.gradcheck(GatherRows.apply, (x, rows))
+    g = torch.randn(3, 3, dtype=torch.float64)
+    (dx,) = torch.autograd.grad(GatherRows.apply(x, rows), x, g)
+    assert torch.equal(dx[rows], g) and (dx[[1, 3, 5]] == 0).all()
 
 
 def test_no_future_leakage_with_dropping():
@@ -74,31 +115,17 @@ def test_no_future_leakage_with_dropping():
         assert not torch.equal(l1[:, j:], l2[:, j:])
 
 
-def test_gradients_equal_a_per_sample_reference():
-    model, b, r = tiny(), batch(B=3), 6
-    _, loss = model(b[:, :-1], b[:, 1:], ltd_keep=r, generator=torch.Generator().manual_seed(9))
+def test_outputs_and_gradients_equal_a_per_sample_reference():
+    model, b = tiny(), batch(B=3)
+    ltd_idx = model.sample_ltd_indices(3, 16, 6, torch.Generator().manual_seed(9))
+    logits, loss = model(b[:, :-1], b[:, 1:], ltd_idx=ltd_idx)
     loss.backward()
     got = grads(model)
     model.zero_grad()
-    # reference: the same index draws, then a loop over samples and plain indexing
-    g = torch.Generator().manual_seed(9)
-    idx = {i: sample_kept_indices(3, 16, r, g) for i in sorted(model.ltd_layers)}
-    tr = model.transformer
-    x = tr.wte(b[:, :-1]) + tr.wpe(torch.arange(16))
-    for i, block in enumerate(tr.h):
-        if i in idx:
-            rows = []
-            for s in range(3):
-                xs = x[s].clone()
-                xs[idx[i][s]] = block(x[s, idx[i][s]][None])[0]
-                rows.append(xs)
-            x = torch.stack(rows)
-        else:
-            x = block(x)
-    logits = model.lm_head(tr.ln_f(x))
-    ref = torch.nn.functional.cross_entropy(logits.view(-1, 50), b[:, 1:].reshape(-1))
+    ref_logits = reference_logits(model, b[:, :-1], ltd_idx)
+    ref = torch.nn.functional.cross_entropy(ref_logits.view(-1, 50), b[:, 1:].reshape(-1))
     ref.backward()
-    assert torch.allclose(loss, ref, atol=1e-6)
+    assert torch.allclose(logits, ref_logits, atol=1e-6) and torch.allclose(loss, ref, atol=1e-6)
     for g1, g2 in zip(got, grads(model)):
         assert torch.allclose(g1, g2, atol=1e-6, rtol=1e-5)
 
@@ -107,6 +134,8 @@ def test_eval_and_generate_ignore_dropping():
     model, b = tiny().eval(), batch()[:, :-1]
     dense, _ = model(b)
     ltd, _ = model(b, ltd_keep=4, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(dense, ltd)
+    ltd, _ = model(b, ltd_idx=torch.zeros(2, 3, 4, dtype=torch.long))
     assert torch.equal(dense, ltd)
     calls = []
     orig = random_ltd.sample_kept_indices
@@ -124,3 +153,59 @@ def test_layer_tokens_worked_example():
     assert layer_tokens(2, 8, None, 4, 2) == 64
     assert layer_tokens(2, 8, 16, 4, 2) == 64  # r above the curriculum length counts as s
     assert random_ltd.effective_tokens(2, 8, 4, 4, 2) == 12.0
+
+
+# -----------------------------------------------------------------------------
+# torch.compile: no graph break, a bounded number of graphs, the same numbers as eager
+
+
+def test_compiled_forward_has_no_graph_break():
+    torch._dynamo.reset()
+    model, b = tiny(n_layer=3, T=32), batch(B=2, T=24)
+    ltd_idx = model.sample_ltd_indices(2, 24, 8, torch.Generator().manual_seed(0))
+    out = torch._dynamo.explain(model)(b[:, :-1], b[:, 1:], ltd_idx=ltd_idx)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+
+
+def test_compilations_stay_bounded_while_seqlen_and_kept_length_change():
+    """T and r rising on their schedules, dense steps once r reaches T, eval every step: 3 graphs, not one per shape."""
+    torch._dynamo.reset()
+    counters.clear()
+    model, g = tiny(n_layer=3, T=64, n_embd=16), torch.Generator().manual_seed(0)
+    compiled = compile_model(model, shapes_change=True, backend="eager")  # dynamo's guards and graphs, no codegen
+    schedule = [(16, 8), (16, 16), (24, 8), (24, 16), (32, 32), (40, 24), (48, 40), (56, 56), (64, 48), (64, 64)]
+    seen = []
+    for k, (T, r) in enumerate(schedule):
+        b = batch(B=2, T=T, seed=k)
+        _, loss = compiled(b[:, :-1], b[:, 1:], ltd_idx=model.sample_ltd_indices(2, T, r, g))  # dense when r == T
+        loss.backward()
+        with torch.no_grad():
+            compiled.eval()(b[:, :-1])  # estimate_loss
+        compiled.train()
+        seen.append(compile_count())
+    assert sum(counters["graph_break"].values()) == 0
+    assert seen == [2, 3] + [3] * 8, seen  # train LTD + eval, then train dense; no new shape compiled anything
+
+
+@pytest.mark.slow
+def test_compiled_equals_eager_values_and_gradients():
+    """Inductor (C++ on CPU) at two (T, r): logits, loss and every gradient within float32 tolerance of eager."""
+    torch._dynamo.reset()
+    counters.clear()
+    model = tiny(n_layer=3, T=32, n_embd=16)
+    compiled = compile_model(model, shapes_change=True)
+    g = torch.Generator().manual_seed(0)
+    for T, r in ((24, 8), (32, 12)):
+        b = batch(B=2, T=T)
+        ltd_idx = model.sample_ltd_indices(2, T, r, g)
+        l1, loss1 = model(b[:, :-1], b[:, 1:], ltd_idx=ltd_idx)
+        loss1.backward()
+        eager = grads(model)
+        model.zero_grad()
+        l2, loss2 = compiled(b[:, :-1], b[:, 1:], ltd_idx=ltd_idx)
+        loss2.backward()
+        assert torch.allclose(l1, l2, atol=1e-5) and torch.allclose(loss1, loss2, atol=1e-6)
+        for g1, g2 in zip(eager, grads(model)):
+            assert torch.allclose(g1, g2, atol=1e-6, rtol=1e-4)
+        model.zero_grad()
+    assert compile_count() == 1  # symbolic T and r: the second shape reused the first graph
