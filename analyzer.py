@@ -131,6 +131,13 @@ def unigram_counts(bin_path, num_workers=1, chunk=1 << 24, verbose=False):
     return counts[:V]  # subtle: the vocabulary, not 65536 ids, is what zero counts are set to 1 over
 
 
+def unigram_entropy(bin_path):
+    """Entropy (nats) of a .bin file's token frequencies: the loss of a model that ignores context."""
+    counts = unigram_counts(bin_path).astype(np.float64)  # read in chunks: memory stays flat
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
 def _shared_zeros(n):
     """(n,) float64 zeros in memory that forked workers share with this process (mmap of no file is MAP_SHARED)."""
     return np.frombuffer(mmap.mmap(-1, 8 * n), dtype=np.float64)

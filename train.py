@@ -5,8 +5,8 @@ Train a GPT with curriculum learning and random-LTD, on one CPU, one GPU, or man
     python train.py --config examples/ds_config_cl_ltd.json   # a DeepSpeed data_efficiency section, unchanged
     torchrun --standalone --nproc_per_node=2 train.py --global_batch_size=32
 
-Follows nanoGPT's train.py (config, plain DDP, AdamW, warmup + cosine LR, in that order) and wires
-in DeepSpeed Data Efficiency (arXiv 2212.03597): the analyzer's index, the curriculum loader
+In nanoGPT's order: config, distributed init, data, model, the loop, checkpoints. DeepSpeed Data
+Efficiency (arXiv 2212.03597) is wired in through the analyzer's index, the curriculum loader
 (sampler.py) and random-LTD (arXiv 2211.11586). One effective-token clock drives the learning
 rate and the stopping point:
 
@@ -15,13 +15,11 @@ rate and the stopping point:
 with B rows of length s (the curriculum length), r the LTD kept length, n of L layers dropping.
 
 But:
-- batches come from a seeded, rank-sharded sampler without replacement (every rank computes the
-  same global batch and takes its slice), not nanoGPT's random offsets;
+- batches come from a seeded, rank-sharded sampler without replacement, not nanoGPT's random offsets;
 - config is a dataclass with a generated --key=value command line (config.py), no exec configurator;
-- checkpoints also hold the sampler, every rank's RNG states, the token clock and the settings
-  that shape the run; they are written atomically with a checksum, the run directory is locked,
-  and --resume refuses another corpus or changed settings; it continues bit-exactly on CPU;
-- LR warmup/decay follow effective tokens (DeepSpeed's LayerToken LR schedule, which raises
+- checkpoints also hold the sampler, every rank's RNG states, the clock and the settings that shape
+  the run; --resume refuses another corpus or changed settings and continues bit-exactly on CPU;
+- LR warmup and decay follow effective tokens (DeepSpeed's LayerToken LR schedule, which raises
   "not implemented" there, works here), and the decay ends where the run's budget ends.
 """
 
@@ -40,6 +38,7 @@ import os
 import time
 from contextlib import nullcontext
 from dataclasses import asdict
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -49,7 +48,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import analyzer
 import data
 from checkpoint import check_resume, load_checkpoint, lock_run_dir, restore_rng, rng_states, save_checkpoint
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, compile_count, compile_model
 from random_ltd import layer_tokens
 from sampler import SEQLEN_METRICS, CurriculumLoader
 from scheduler import RandomLTDScheduler
@@ -188,13 +187,6 @@ def estimate_loss(model, val_data, eval_ids, batch_size, ctx, rank, world_size, 
 # setup: data, model, optimizer, schedules, resume
 
 
-class Run:
-    """The fixed parts of a run, built once by setup(); the loop's changing state is a separate dict."""
-
-    def __init__(self, **parts):
-        self.__dict__.update(parts)
-
-
 def setup(cfg, ddp, rank, world_size, device):
     master_process, barrier = rank == 0, (dist.barrier if ddp else (lambda: None))
     G = cfg.global_batch_size or cfg.batch_size * world_size
@@ -224,7 +216,8 @@ def setup(cfg, ddp, rank, world_size, device):
     optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
     dtype = cfg.dtype if cfg.dtype != "auto" else ("bfloat16" if device_type == "cuda" and torch.cuda.is_bf16_supported() else "float32")
     ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=getattr(torch, dtype))
-    model = torch.compile(raw_model) if cfg.compile else raw_model
+    shapes_change = bool(ltd) or any(n in SEQLEN_METRICS for n in metrics)  # T or r follow a schedule
+    model = compile_model(raw_model, shapes_change) if cfg.compile else raw_model
     if ddp:
         model = DDP(model, device_ids=[int(device.split(":")[1])] if device_type == "cuda" else None)
     # --- schedules on the effective-token clock
@@ -236,7 +229,7 @@ def setup(cfg, ddp, rank, world_size, device):
     eval_ids = np.arange(n_eval) * (len(val_data) // n_eval)  # evenly spread, the same for any batch or world size
     settings = run_settings(cfg, gconf, metrics, ltd, weights, [cfg.learning_rate, cfg.min_lr, warmup_tokens, decay_tokens],
                             data.fingerprint(os.path.dirname(train_data.path)), G)
-    return Run(cfg=cfg, ddp=ddp, rank=rank, world_size=world_size, device=device, master_process=master_process,
+    return SimpleNamespace(cfg=cfg, ddp=ddp, rank=rank, world_size=world_size, device=device, master_process=master_process,
                model=model, raw_model=raw_model, optimizer=optimizer, scaler=torch.amp.GradScaler(enabled=dtype == "float16"),
                loader=loader, ltd_sched=ltd_sched, ltd_gen=ltd_gen, n_ltd=n_ltd, grad_accum=G // (cfg.batch_size * world_size),
                ctx=ctx, dtype=dtype, G=G, dense_step_tokens=dense_step_tokens, warmup_tokens=warmup_tokens,
@@ -307,8 +300,9 @@ def train_step(run, lr, step):
     for k, micro in enumerate(batch.chunk(run.grad_accum)):
         last = k == run.grad_accum - 1
         with nullcontext() if last or not run.ddp else run.model.no_sync():  # all-reduce on the last micro-step only
+            ltd_idx = run.raw_model.sample_ltd_indices(micro.size(0), s, r, run.ltd_gen)  # outside torch.compile
             with run.ctx:
-                _, loss = run.model(micro[:, :-1], micro[:, 1:], ltd_keep=r, generator=run.ltd_gen)
+                _, loss = run.model(micro[:, :-1], micro[:, 1:], ltd_idx=ltd_idx)
                 loss = loss / run.grad_accum
             run.scaler.scale(loss).backward()
         loss_sum += loss.detach()
@@ -344,7 +338,7 @@ def log_line(run, state, loss, lr, s, r, dt):
     eff = state["layer_tokens"] / cfg.n_layer
     cl = "".join(f", {k} {v}" for k, v in run.loader.difficulties(n - 1).items() if k not in SEQLEN_METRICS)
     print0(f"iter {n}: loss {loss:.4f}, lr {lr:.2e}{cl}, seqlen {s}, keep {r or s}, {dt * 1000:.1f}ms/step, "
-           f"{run.G * run.dense_step_tokens / run.G * s / cfg.block_size / dt:,.0f} tok/s, "
+           f"{run.G * s / dt:,.0f} tok/s, "
            f"tokens {state['raw_tokens']:,} ({100 * (1 - state['raw_tokens'] / dense):.1f}% fewer than dense: seqlen), "
            f"effective {eff:,.0f} ({100 * (1 - eff / max(1, state['raw_tokens'])):.1f}% fewer than raw: random-LTD)")
 
@@ -403,16 +397,9 @@ def train(cfg):
             gc.collect()  # subtle: free the DDP wrapper (it sits in reference cycles) while its process group is alive
             dist.destroy_process_group()
     if cfg.compile:
-        print0(f"torch.compile: {torch._dynamo.utils.counters['stats']['unique_graphs']} compilations")
+        print0(f"torch.compile: {compile_count()} compilations")
     return {**out, "iter_num": state["iter_num"], "raw_tokens": state["raw_tokens"], "effective_tokens": state["layer_tokens"] / cfg.n_layer,
             "time": time.time() - t_start, "model": run.raw_model, "meta": run.meta, "train_data": run.train_data, "val_data": run.val_data}
-
-
-def unigram_entropy(train_data):
-    """Entropy (nats) of the train split's token frequencies: the loss of a model that ignores context."""
-    counts = analyzer.unigram_counts(train_data.path).astype(np.float64)  # read in chunks: memory stays flat
-    p = counts[counts > 0] / counts.sum()
-    return float(-(p * np.log(p)).sum())
 
 
 def sample(model, val_data, n_tokens, seed):
@@ -434,7 +421,7 @@ def main(argv=None):
             print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
     if master_process:
-        h = unigram_entropy(out["train_data"])
+        h = analyzer.unigram_entropy(out["train_data"].path)
         print(f"done: {out['iter_num']} steps in {out['time']:.0f}s, val loss {out['val_loss']:.4f} "
               f"(unigram entropy of the data {h:.4f}; lower means the model uses context)")
         if cfg.sample_tokens and out["meta"].get("tokenizer") == "bytes":
