@@ -204,6 +204,10 @@ def compile_model(model, shapes_change, **kwargs):
     graphs per function (past it, that function runs eager after one warning). A run whose shapes never
     change keeps static shapes.
     """
+    if shapes_change:
+        # subtle: else sizes equal at the first trace (say B = r = 4) share one symbol ("duck sizing"),
+        # and the first step where they differ compiles again
+        torch.fx.experimental._config.use_duck_shape = False
     return torch.compile(model, dynamic=True if shapes_change else None, **kwargs)
 
 

@@ -45,13 +45,13 @@ def main_error(capsys, *argv):
 
 @pytest.fixture
 def record_forward(monkeypatch):
-    """Every training forward's (rows, length, ltd_keep), as the model received it."""
+    """Every training forward's (rows, length, kept length or None), as the model received it."""
     seen, orig = [], model.GPT.forward
 
-    def forward(self, idx, targets=None, ltd_keep=None, **kw):
+    def forward(self, idx, targets=None, ltd_idx=None, **kw):
         if self.training:
-            seen.append((idx.size(0), idx.size(1), ltd_keep))
-        return orig(self, idx, targets, ltd_keep=ltd_keep, **kw)
+            seen.append((idx.size(0), idx.size(1), None if ltd_idx is None else ltd_idx.size(-1)))
+        return orig(self, idx, targets, ltd_idx=ltd_idx, **kw)
 
     monkeypatch.setattr(model.GPT, "forward", forward)
     return seen
@@ -255,7 +255,7 @@ def test_clock_counts_what_the_model_received(corpus, tmp_path, record_forward):
     out = train.train(cfg_for(corpus, tmp_path, "--max_iters=8", "--save_checkpoint=false", *CL, *LTD))
     s = [8, 8, 8, 12, 12, 12, 16, 16]
     r = [4, 4, 8, 8, 12, 12, 16, 16]
-    assert record_forward == [(4, si, ri) for si, ri in zip(s, r)]
+    assert record_forward == [(4, si, ri if ri < si else None) for si, ri in zip(s, r)]  # r >= s: the dense model
     assert out["raw_tokens"] == sum(rows * length for rows, length, _ in record_forward) == 4 * sum(s)
     assert out["effective_tokens"] == sum(4 * (si * 2 + min(ri, si) * 2) for si, ri in zip(s, r)) / 4
 
@@ -413,3 +413,19 @@ def test_ctrl_c_exits_with_one_line(corpus, tmp_path):
     assert p.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: interrupted at iter"), err
     assert "continue with --resume" in lines[0]
     torch.load(tmp_path / "ckpt.pt", weights_only=False)  # the last checkpoint is whole
+
+
+def test_compile_with_curricula_and_ltd_compiles_a_bounded_number_of_graphs(corpus, tmp_path, monkeypatch, capsys):
+    """--compile while s and r change on their schedules: no graph break, 3 graphs (train LTD, eval, train dense),
+    the compilation count printed, and the same losses as eager (dynamo's eager backend: guards and graphs, no codegen)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    monkeypatch.setattr(train, "compile_model", lambda m, shapes_change: model.compile_model(m, shapes_change, backend="eager"))
+    args = ["--max_iters=8", "--eval_interval=3", "--save_checkpoint=false", *CL, *LTD]
+    compiled = train.train(cfg_for(corpus, tmp_path / "c", "--compile", *args))
+    assert "torch.compile: 3 compilations" in capsys.readouterr().out
+    assert sum(counters["graph_break"].values()) == 0
+    eager = train.train(cfg_for(corpus, tmp_path / "e", *args))
+    np.testing.assert_allclose(compiled["losses"], eager["losses"], rtol=1e-5)
