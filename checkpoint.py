@@ -60,7 +60,8 @@ def flatten(d, prefix=""):
 def check_resume(saved, settings, path):
     """One line naming every setting that differs between the checkpoint and this run."""
     old, new = flatten(saved), flatten(settings)
-    changed = [f"{k} {old.get(k)!r:.40} -> {new.get(k)!r:.40}" for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
+    changed = [f"{k} {old.get(k)!r:.40} -> {new.get(k)!r:.40}"
+               for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
     if changed:
         raise ValueError(f"--resume from {path} would change the run: {'; '.join(changed)}; "
                          "pass the checkpoint's settings again, or start a new --out_dir")
@@ -72,12 +73,14 @@ def lock_run_dir(cfg):
     fd = os.open(os.path.join(cfg.out_dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if not cfg.resume and not cfg.overwrite and cfg.save_checkpoint and os.path.exists(os.path.join(cfg.out_dir, "ckpt.pt")):
+        if (not cfg.resume and not cfg.overwrite and cfg.save_checkpoint
+                and os.path.exists(os.path.join(cfg.out_dir, "ckpt.pt"))):
             raise ValueError(f"{cfg.out_dir}/ckpt.pt exists; continue it with --resume, pick another --out_dir, "
                              "or replace it with --overwrite")
     except BlockingIOError:
         os.close(fd)
-        raise ValueError(f"another trainer is running in --out_dir={cfg.out_dir}; wait for it or pick another --out_dir") from None
+        raise ValueError(f"another trainer is running in --out_dir={cfg.out_dir}; "
+                         "wait for it or pick another --out_dir") from None
     except ValueError:
         os.close(fd)
         raise

@@ -44,7 +44,8 @@ class TrainConfig:
     resume: bool = opt(False, "continue from out_dir/ckpt.pt")
     overwrite: bool = opt(False, "start afresh even if out_dir already holds a checkpoint (it is replaced)")
     eval_interval: int = opt(250, "evaluate (and checkpoint) every this many steps, and at the end")
-    eval_samples: int = opt(200, "validation windows per evaluation: one fixed set, the same for any batch or world size")
+    eval_samples: int = opt(200, "validation windows per evaluation: one fixed set, "
+                                 "the same for any batch or world size")
     log_interval: int = opt(50, "one log line every this many steps")
     save_checkpoint: bool = opt(True, "write out_dir/ckpt.pt at each evaluation")
     sample_tokens: int = opt(200, "tokens generated from the model at the end (0 = none)")
@@ -163,18 +164,20 @@ def int_list(name, text):
 
 def check(cfg):
     """One line per bad value, naming the flag and the fix."""
-    for name in ("batch_size", "eval_interval", "log_interval", "eval_samples", "n_layer", "n_head", "n_embd", "block_size"):
+    for name in ("batch_size", "eval_interval", "log_interval", "eval_samples", "n_layer", "n_head", "n_embd",
+                 "block_size"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"--{name}={getattr(cfg, name)} must be at least 1")
-    for name in ("global_batch_size", "max_iters", "max_tokens", "warmup_iters", "lr_decay_iters", "sample_tokens", "threads",
-                 "vocab_size", "grad_clip", "weight_decay", "min_lr", "ltd_min", "cl_total_step", "seqlen_total_step",
-                 "ltd_require_steps"):
+    for name in ("global_batch_size", "max_iters", "max_tokens", "warmup_iters", "lr_decay_iters", "sample_tokens",
+                 "threads", "vocab_size", "grad_clip", "weight_decay", "min_lr", "ltd_min", "cl_total_step",
+                 "seqlen_total_step", "ltd_require_steps"):
         if getattr(cfg, name) < 0:
             raise ValueError(f"--{name}={getattr(cfg, name)} must not be negative")
     if cfg.max_iters == 0 and cfg.max_tokens == 0:
         raise ValueError("--max_iters=0 and --max_tokens=0 would train without end; set one of them")
     if cfg.n_embd % cfg.n_head:
-        raise ValueError(f"--n_head={cfg.n_head} does not divide --n_embd={cfg.n_embd}; pick n_embd a multiple of n_head")
+        raise ValueError(f"--n_head={cfg.n_head} does not divide --n_embd={cfg.n_embd}; "
+                         "pick n_embd a multiple of n_head")
     if not 0 <= cfg.dropout < 1 or cfg.learning_rate <= 0:
         raise ValueError("--dropout must be in [0, 1) and --learning_rate positive")
     if cfg.dtype not in ("auto", "float32", "bfloat16", "float16"):
@@ -184,7 +187,8 @@ def check(cfg):
     if cfg.seqlen not in ("", "truncate", "reshape"):
         raise ValueError(f"--seqlen={cfg.seqlen} unknown; use truncate or reshape")
     if cfg.cl_schedule == "fixed_discrete" and cfg.cl_metric and not cfg.cl_discrete_difficulty:
-        raise ValueError("--cl_schedule=fixed_discrete needs --cl_discrete_difficulty=d1,d2,... and --cl_discrete_max_step=s1,...")
+        raise ValueError("--cl_schedule=fixed_discrete needs --cl_discrete_difficulty=d1,d2,... "
+                         "and --cl_discrete_max_step=s1,...")
     int_list("ltd_layers", cfg.ltd_layers)
     if os.path.isdir(cfg.config):
         raise ValueError(f"--config={cfg.config} is a directory; pass a DeepSpeed JSON file")
@@ -201,10 +205,12 @@ def domain_weights(text, names):
     if not text:
         return None
     if len(names) < 2:
-        raise ValueError(f"--domain_weights given but the corpus has {len(names)} domain(s); prepare it with domains (data.py)")
+        raise ValueError(f"--domain_weights given but the corpus has {len(names)} domain(s); "
+                         "prepare it with domains (data.py)")
     parts = [p.partition("=") for p in text.split(",")]
     try:
-        named = {k: float(v) for k, eq, v in parts} if all(eq for _, eq, _ in parts) else dict(zip(names, map(float, text.split(","))))
+        named = ({k: float(v) for k, eq, v in parts} if all(eq for _, eq, _ in parts)
+                 else dict(zip(names, map(float, text.split(",")))))
     except ValueError:
         raise ValueError(f"--domain_weights={text} must be numbers, e.g. {','.join(f'{n}=1' for n in names)}") from None
     if set(named) != set(names) or any(w < 0 for w in named.values()) or sum(named.values()) <= 0:
@@ -227,9 +233,9 @@ DS_TOP_IGNORED = {"optimizer", "scheduler", "fp16", "bf16", "zero_optimization",
 DS_TYPES = {  # the type every known DeepSpeed key must have; a value of another type is a one-line error
     **dict.fromkeys(("data_efficiency", "data_sampling", "curriculum_learning", "curriculum_metrics", "schedule_config",
                      "data_routing", "random_ltd", "random_ltd_schedule"), dict),
-    **dict.fromkeys(("min_difficulty", "max_difficulty", "total_curriculum_step", "difficulty_step", "root_degree", "min_value",
-                     "max_value", "require_steps", "seq_per_step", "total_layer_num", "random_ltd_layer_num",
-                     "train_batch_size", "train_micro_batch_size_per_gpu"), (int, float)),
+    **dict.fromkeys(("min_difficulty", "max_difficulty", "total_curriculum_step", "difficulty_step", "root_degree",
+                     "min_value", "max_value", "require_steps", "seq_per_step", "total_layer_num",
+                     "random_ltd_layer_num", "train_batch_size", "train_micro_batch_size_per_gpu"), (int, float)),
     **dict.fromkeys(("difficulty", "max_step", "random_ltd_layer_id"), list),
     "enabled": bool, "difficulty_type": str, "schedule_type": str,
 }
@@ -276,20 +282,23 @@ def from_flags(cfg, global_batch_size):
     """The cl_/seqlen_/ltd_ flags as DeepSpeed-format dicts: ({name: curriculum entry}, random_ltd or None)."""
     steps, metrics = budget_steps(cfg, global_batch_size), {}
     if cfg.cl_metric:
-        sc = {"total_curriculum_step": cfg.cl_total_step or max(1, int(0.4 * steps)), "difficulty_step": cfg.cl_difficulty_step}
+        sc = {"total_curriculum_step": cfg.cl_total_step or max(1, int(0.4 * steps)),
+              "difficulty_step": cfg.cl_difficulty_step}
         if cfg.cl_schedule == "fixed_root":
             sc["root_degree"] = cfg.cl_root_degree
         if cfg.cl_schedule == "fixed_discrete":
             sc = {"difficulty": int_list("cl_discrete_difficulty", cfg.cl_discrete_difficulty),
                   "max_step": int_list("cl_discrete_max_step", cfg.cl_discrete_max_step)}
-        metrics[cfg.cl_metric] = {"difficulty_type": cfg.cl_difficulty_type, "min_difficulty": cfg.cl_min, "max_difficulty": cfg.cl_max,
-                                  "schedule_type": cfg.cl_schedule, "schedule_config": sc}
+        metrics[cfg.cl_metric] = {"difficulty_type": cfg.cl_difficulty_type, "min_difficulty": cfg.cl_min,
+                                  "max_difficulty": cfg.cl_max, "schedule_type": cfg.cl_schedule, "schedule_config": sc}
     if cfg.seqlen:
-        sc = {"total_curriculum_step": cfg.seqlen_total_step or max(1, int(0.4 * steps)), "difficulty_step": cfg.seqlen_step}
+        sc = {"total_curriculum_step": cfg.seqlen_total_step or max(1, int(0.4 * steps)),
+              "difficulty_step": cfg.seqlen_step}
         if cfg.seqlen_schedule == "fixed_root":
             sc["root_degree"] = 2
-        metrics["seqlen_" + cfg.seqlen] = {"difficulty_type": "value", "min_difficulty": cfg.seqlen_min, "max_difficulty": cfg.block_size,
-                                           "schedule_type": cfg.seqlen_schedule, "schedule_config": sc}
+        metrics["seqlen_" + cfg.seqlen] = {"difficulty_type": "value", "min_difficulty": cfg.seqlen_min,
+                                           "max_difficulty": cfg.block_size, "schedule_type": cfg.seqlen_schedule,
+                                           "schedule_config": sc}
     ltd = None
     if cfg.random_ltd:
         sc = {"require_steps": cfg.ltd_require_steps or max(1, int(0.6 * steps)), "seq_per_step": cfg.ltd_seq_per_step}
@@ -310,7 +319,8 @@ def check_types(obj, where="the top level"):
     for k, v in obj.items():
         want = DS_TYPES.get(k)
         if want and (not isinstance(v, want) or (want != bool and isinstance(v, bool))):
-            kind = {dict: "an object {...}", list: "a list [...]", bool: "true or false", str: "a string"}.get(want, "a number")
+            kind = {dict: "an object {...}", list: "a list [...]", bool: "true or false",
+                    str: "a string"}.get(want, "a number")
             raise ValueError(f"--config: {k} in {where} must be {kind}, got {json.dumps(v)}")
         if isinstance(v, dict):
             check_types(v, k)
@@ -319,9 +329,10 @@ def check_types(obj, where="the top level"):
 def from_deepspeed(ds, cfg, global_batch_size, notes):
     """A DeepSpeed config dict -> ({name: curriculum entry}, random_ltd or None), checked against the run."""
     check_types(ds)
-    check_keys({k: 0 for k in ds if k not in DS_TOP_IGNORED}, {"train_batch_size", "train_micro_batch_size_per_gpu", "data_efficiency"},
-               "the top level")
-    for key, ours, flag in (("train_batch_size", global_batch_size, "global_batch_size"), ("train_micro_batch_size_per_gpu", cfg.batch_size, "batch_size")):
+    check_keys({k: 0 for k in ds if k not in DS_TOP_IGNORED},
+               {"train_batch_size", "train_micro_batch_size_per_gpu", "data_efficiency"}, "the top level")
+    for key, ours, flag in (("train_batch_size", global_batch_size, "global_batch_size"),
+                            ("train_micro_batch_size_per_gpu", cfg.batch_size, "batch_size")):
         if key in ds and ds[key] != ours:
             raise ValueError(f"--config has {key} {ds[key]} but this run has {ours}; set --{flag}={ds[key]}")
     de = ds.get("data_efficiency", {})
@@ -336,26 +347,30 @@ def from_deepspeed(ds, cfg, global_batch_size, notes):
     if sampling.get("enabled", False) and cl.get("enabled", False):
         for name, entry in cl.get("curriculum_metrics", {}).items():
             if not isinstance(entry, dict):
-                raise ValueError(f"--config: curriculum_metrics.{name} must be an object {{...}}, got {json.dumps(entry)}")
-            check_keys(entry, {"difficulty_type", "min_difficulty", "max_difficulty", "schedule_type", "schedule_config"},
-                       f"curriculum_metrics.{name}")
+                raise ValueError(f"--config: curriculum_metrics.{name} must be an object {{...}}, "
+                                 f"got {json.dumps(entry)}")
+            check_keys(entry, {"difficulty_type", "min_difficulty", "max_difficulty", "schedule_type",
+                               "schedule_config"}, f"curriculum_metrics.{name}")
             metrics[name] = {k: v for k, v in entry.items() if k not in DS_ONLY_KEYS}
-        if any(k in DS_ONLY_KEYS for e in cl.get("curriculum_metrics", {}).values() for k in e) or "data_cluster_path" in cl:
+        if (any(k in DS_ONLY_KEYS for e in cl.get("curriculum_metrics", {}).values() for k in e)
+                or "data_cluster_path" in cl):
             notes.append("DeepSpeed index/cluster paths in --config are ignored; this run uses analyzer.py's index")
     routing = de.get("data_routing", {})
     check_keys(routing, {"enabled", "random_ltd"}, "data_routing")
     r = routing.get("random_ltd", {})
-    check_keys(r, {"enabled", "total_layer_num", "random_ltd_layer_num", "random_ltd_layer_id", "random_ltd_schedule"}, "random_ltd")
+    check_keys(r, {"enabled", "total_layer_num", "random_ltd_layer_num", "random_ltd_layer_id", "random_ltd_schedule"},
+               "random_ltd")
     if routing.get("enabled", False) and r.get("enabled", False):
         if r.get("total_layer_num", cfg.n_layer) != cfg.n_layer:
-            raise ValueError(f"--config random_ltd has total_layer_num {r['total_layer_num']} but the model has {cfg.n_layer} layers; "
-                             f"set --n_layer={r['total_layer_num']}")
+            raise ValueError(f"--config random_ltd has total_layer_num {r['total_layer_num']} "
+                             f"but the model has {cfg.n_layer} layers; set --n_layer={r['total_layer_num']}")
         ids = r.get("random_ltd_layer_id")
         if ids is not None and len(ids) != r.get("random_ltd_layer_num", len(ids)):
-            raise ValueError(f"--config random_ltd_layer_num {r['random_ltd_layer_num']} != len(random_ltd_layer_id) {len(ids)}; "
-                             "make them agree")
+            raise ValueError(f"--config random_ltd_layer_num {r['random_ltd_layer_num']} "
+                             f"!= len(random_ltd_layer_id) {len(ids)}; make them agree")
         if "random_ltd_schedule" not in r:
-            raise ValueError("--config enables random_ltd without a random_ltd_schedule; add min_value, max_value and schedule_config")
+            raise ValueError("--config enables random_ltd without a random_ltd_schedule; "
+                             "add min_value, max_value and schedule_config")
         ltd = {k: r[k] for k in ("random_ltd_schedule", "random_ltd_layer_id") if k in r}
     return metrics, ltd
 

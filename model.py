@@ -96,7 +96,8 @@ class GPT(nn.Module):
         layers = random_ltd.default_ltd_layers(config.n_layer) if config.ltd_layers is None else config.ltd_layers
         bad = [i for i in layers if not 0 <= i < config.n_layer]
         if bad:
-            raise ValueError(f"ltd_layers {bad} outside 0..{config.n_layer - 1}; pick layers of this {config.n_layer}-layer model")
+            raise ValueError(f"ltd_layers {bad} outside 0..{config.n_layer - 1}; "
+                             f"pick layers of this {config.n_layer}-layer model")
         self.ltd_layers = frozenset(layers)  # subtle: resolved here, never written back into the caller's config
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
@@ -151,7 +152,8 @@ class GPT(nn.Module):
         drop = self.training and ltd_idx is not None  # eval and generate always see every token
         assert not drop or ltd_idx.shape[:2] == (len(self.ltd_layers), B), "ltd_idx: from sample_ltd_indices(B, T, r)"
         pos = torch.arange(T, dtype=torch.long, device=idx.device)
-        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, T, C), positions baked in
+        # (B, T, C), positions baked in
+        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
         j = 0  # row of ltd_idx for the next dropping layer
         for i, block in enumerate(self.transformer.h):
             if drop and i in self.ltd_layers:

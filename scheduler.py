@@ -28,7 +28,8 @@ SCHEDULE_TYPES = ("fixed_linear", "fixed_root", "fixed_discrete", "custom")
 def _need(d, keys, where):
     missing = [k for k in keys if k not in d]
     if missing:
-        raise ValueError(f"{where} is missing {', '.join(missing)}; add {'it' if len(missing) == 1 else 'them'} to the config")
+        raise ValueError(f"{where} is missing {', '.join(missing)}; "
+                         f"add {'it' if len(missing) == 1 else 'them'} to the config")
 
 
 def _root_schedule(t, lo, hi, total, step, degree):
@@ -58,7 +59,8 @@ class CurriculumScheduler:
         if self.min > self.max:
             raise ValueError(f"min_difficulty {self.min} > max_difficulty {self.max}; swap them")
         if self.type in ("fixed_linear", "fixed_root"):
-            keys = ("total_curriculum_step", "difficulty_step") + (("root_degree",) if self.type == "fixed_root" else ())
+            keys = (("total_curriculum_step", "difficulty_step")
+                    + (("root_degree",) if self.type == "fixed_root" else ()))
             _need(self.sc, keys, f"{self.type} schedule_config")
             for k in keys:
                 if self.sc[k] <= 0:
@@ -67,11 +69,13 @@ class CurriculumScheduler:
             _need(self.sc, ("difficulty", "max_step"), "fixed_discrete schedule_config")
             diff, steps = self.sc["difficulty"], self.sc["max_step"]
             if len(steps) != len(diff) - 1:
-                raise ValueError(f"fixed_discrete needs len(max_step) == len(difficulty) - 1, got {len(steps)} and {len(diff)}; give one max_step per difficulty but the last")
+                raise ValueError(f"fixed_discrete needs len(max_step) == len(difficulty) - 1, "
+                                 f"got {len(steps)} and {len(diff)}; give one max_step per difficulty but the last")
             if any(a >= b for a, b in zip(steps, steps[1:])):
                 raise ValueError(f"fixed_discrete max_step {steps} must be increasing; sort it")
         elif not callable(fn):
-            raise ValueError("schedule_type 'custom' needs a callable: CurriculumScheduler(config, fn=lambda step: ...)")
+            raise ValueError("schedule_type 'custom' needs a callable: "
+                             "CurriculumScheduler(config, fn=lambda step: ...)")
 
     def get_difficulty(self, step):
         if self.type == "custom":
@@ -83,7 +87,8 @@ class CurriculumScheduler:
                     return d
             return diff[-1]
         degree = self.sc["root_degree"] if self.type == "fixed_root" else 1
-        return _root_schedule(step, self.min, self.max, self.sc["total_curriculum_step"], self.sc["difficulty_step"], degree)
+        return _root_schedule(step, self.min, self.max,
+                              self.sc["total_curriculum_step"], self.sc["difficulty_step"], degree)
 
 
 class RandomLTDScheduler:
@@ -106,8 +111,8 @@ class RandomLTDScheduler:
             if self.sc[k] <= 0:
                 raise ValueError(f"random_ltd {k} is {self.sc[k]}; it must be positive")
         if self.min < self.sc["seq_per_step"]:  # subtle: r -= r % seq_per_step would make the first kept length 0
-            raise ValueError(f"random_ltd min_value {self.min} < seq_per_step {self.sc['seq_per_step']} gives a kept length of 0; "
-                             f"raise min_value to a multiple of seq_per_step")
+            raise ValueError(f"random_ltd min_value {self.min} < seq_per_step {self.sc['seq_per_step']} "
+                             f"gives a kept length of 0; raise min_value to a multiple of seq_per_step")
 
     def get_value(self, step):
         degree = self.sc["root_degree"] if self.type == "fixed_root" else 1

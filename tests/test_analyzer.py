@@ -47,7 +47,8 @@ def test_vocab_rarity_equals_direct_numpy(corpus, tmp_path):
 def test_vocab_rarity_worked_example():
     neg_log_p = analyzer.unigram_neg_log_p(np.array([3, 1]))  # p = [0.75, 0.25]
     assert neg_log_p.tolist() == pytest.approx([0.2877, 1.3863], abs=1e-4)
-    assert analyzer.vocab_rarity(np.array([[0, 1], [1, 1]]), neg_log_p).tolist() == pytest.approx([1.674, 2.773], abs=1e-3)
+    assert (analyzer.vocab_rarity(np.array([[0, 1], [1, 1]]), neg_log_p).tolist()
+            == pytest.approx([1.674, 2.773], abs=1e-3))
     assert analyzer.unigram_neg_log_p(np.array([3, 0]))[1] == pytest.approx(-np.log(1 / 4))  # a zero count counts 1
 
 

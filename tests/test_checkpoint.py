@@ -55,7 +55,8 @@ def test_disk_full_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", full)
-    with pytest.raises(ValueError, match=r"could not write checkpoint .*No space left on device.*previous one is intact"):
+    with pytest.raises(ValueError,
+                       match=r"could not write checkpoint .*No space left on device.*previous one is intact"):
         checkpoint.save_checkpoint(path, {"state": {"iter_num": 2}})
     monkeypatch.setattr(os, "fsync", real)
     assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["ckpt.pt"]
@@ -86,7 +87,8 @@ def test_lock_refuses_a_second_trainer(tmp_path):
 
 def test_refuses_to_replace_a_checkpoint_without_resume_or_overwrite(tmp_path):
     (tmp_path / "ckpt.pt").write_bytes(b"old")
-    with pytest.raises(ValueError, match="continue it with --resume, pick another --out_dir, or replace it with --overwrite"):
+    with pytest.raises(ValueError,
+                       match="continue it with --resume, pick another --out_dir, or replace it with --overwrite"):
         checkpoint.lock_run_dir(parse_args([f"--out_dir={tmp_path}"]))
     fcntl.flock(os.open(tmp_path / ".lock", os.O_RDWR), fcntl.LOCK_EX | fcntl.LOCK_NB)  # the refusal released the lock
     for flag in ("--resume", "--overwrite", "--save_checkpoint=false"):
@@ -94,7 +96,8 @@ def test_refuses_to_replace_a_checkpoint_without_resume_or_overwrite(tmp_path):
 
 
 def test_check_resume_names_every_change():
-    saved = {"corpus": "abc", "seed": 1, "lr_schedule": [1e-3, 1e-4, 0, 100], "ltd": {"sc": {"require_steps": 6, "k": 1}}}
+    saved = {"corpus": "abc", "seed": 1, "lr_schedule": [1e-3, 1e-4, 0, 100],
+             "ltd": {"sc": {"require_steps": 6, "k": 1}}}
     checkpoint.check_resume(saved, dict(saved), "ckpt.pt")
     new = {**saved, "corpus": "xyz", "lr_schedule": [1e-3, 1e-4, 0, 200], "ltd": {"sc": {"require_steps": 9, "k": 1}}}
     with pytest.raises(ValueError, match=r"corpus 'abc' -> 'xyz'; lr_schedule .* -> \[0.001, 0.0001, 0, 200\]; "

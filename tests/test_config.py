@@ -27,7 +27,8 @@ def test_every_option_has_help_and_help_is_fast():
     assert r.returncode == 0 and "--n_layer" in r.stdout and "transformer blocks" in r.stdout
     assert "import torch" not in r.stdout and "ds_config.json" not in r.stdout
     assert took < 20  # generous; the point is that torch is not imported (checked next)
-    r = subprocess.run([sys.executable, "-X", "importtime", "train.py", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    r = subprocess.run([sys.executable, "-X", "importtime", "train.py", "--help"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=60)
     assert "torch" not in {line.split("|")[-1].strip().split(".")[0] for line in r.stderr.splitlines() if "|" in line}
 
 
@@ -79,7 +80,8 @@ def test_fixed_discrete_from_flags():
 
 
 def test_ltd_layers_resolved_once_from_flags_or_deepspeed():
-    assert data_efficiency(parse_args(["--random_ltd", "--n_layer=6"]), 16, KNOWN, [])[1]["random_ltd_layer_id"] == [1, 2, 3, 4]
+    assert (data_efficiency(parse_args(["--random_ltd", "--n_layer=6"]), 16, KNOWN, [])[1]["random_ltd_layer_id"]
+            == [1, 2, 3, 4])
     cfg = parse_args(["--random_ltd", "--n_layer=6", "--ltd_layers=4,2"])
     assert data_efficiency(cfg, 16, KNOWN, [])[1]["random_ltd_layer_id"] == [2, 4]
     with pytest.raises(ValueError, match="--n_layer=3 or more"):
@@ -107,14 +109,17 @@ def test_deepspeed_example_maps_to_our_settings(tmp_path):
     (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].update(total_layer_num=24), "set --n_layer=24"),
     (lambda d: d.update(train_batch_size=512), "set --global_batch_size=512"),
     (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"].update(
-        {"perplexity": {"difficulty_type": "value", "min_difficulty": 1, "max_difficulty": 2, "schedule_type": "fixed_linear",
-                        "schedule_config": {"total_curriculum_step": 2, "difficulty_step": 1}}}), "unknown curriculum metric 'perplexity'"),
+        {"perplexity": {"difficulty_type": "value", "min_difficulty": 1, "max_difficulty": 2,
+                        "schedule_type": "fixed_linear",
+                        "schedule_config": {"total_curriculum_step": 2, "difficulty_step": 1}}}),
+     "unknown curriculum metric 'perplexity'"),
     (lambda d: d["data_efficiency"].update(surprise=1), "unknown key 'surprise'"),
-    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].pop("random_ltd_schedule"), "without a random_ltd_schedule"),
+    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].pop("random_ltd_schedule"),
+     "without a random_ltd_schedule"),
     (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"].update(curriculum_metrics=[1, 2]),
      "curriculum_metrics in curriculum_learning must be an object"),
-    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]["vocabularyrarity"].update(
-        min_difficulty="1"), 'min_difficulty in vocabularyrarity must be a number, got "1"'),
+    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]["vocabularyrarity"]
+        .update(min_difficulty="1"), 'min_difficulty in vocabularyrarity must be a number, got "1"'),
     (lambda d: d.update(data_efficiency="yes"), 'data_efficiency in the top level must be an object'),
     (lambda d: d["data_efficiency"].update(enabled="true"), "enabled in data_efficiency must be true or false"),
 ])
@@ -138,13 +143,15 @@ def test_config_file_not_json_or_not_an_object(tmp_path):
 def test_published_gpt3_recipe_config_maps_to_our_settings():
     """The GPT-3 1.3B recipe's data_efficiency section (as DeepSpeed's examples publish it) is read unchanged."""
     path = os.path.join(ROOT, "tests", "fixtures", "ds_config_gpt3_1.3b_cl_ltd.json")
-    cfg = parse_args([f"--config={path}", "--n_layer=24", "--global_batch_size=512", "--batch_size=8", "--block_size=2048"])
+    cfg = parse_args([f"--config={path}", "--n_layer=24", "--global_batch_size=512", "--batch_size=8",
+                      "--block_size=2048"])
     notes = []
     metrics, ltd = data_efficiency(cfg, 512, KNOWN, notes)
     assert set(metrics) == {"vocab_rarity", "seqlen_truncate"} and len(notes) == 1
     assert metrics["vocab_rarity"] == {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
                                        "schedule_type": "fixed_root",
-                                       "schedule_config": {"total_curriculum_step": 110000, "difficulty_step": 1, "root_degree": 2}}
+                                       "schedule_config": {"total_curriculum_step": 110000, "difficulty_step": 1,
+                                                           "root_degree": 2}}
     assert ltd["random_ltd_layer_id"] == list(range(1, 23)) and ltd["random_ltd_schedule"]["min_value"] == 128
     with pytest.raises(ValueError, match="set --n_layer=24"):
         data_efficiency(parse_args([f"--config={path}", "--global_batch_size=512", "--batch_size=8"]), 512, KNOWN, [])
@@ -154,7 +161,8 @@ def test_domain_weights_by_name_or_position():
     assert config.domain_weights("", ["a", "b"]) is None
     assert config.domain_weights("b=1,a=3", ["a", "b"]) == [0.75, 0.25]
     assert config.domain_weights("1,1,2", ["a", "b", "c"]) == [0.25, 0.25, 0.5]
-    for text, want in (("a=1", "non-negative weight to each of a, b"), ("a=-1,b=2", "non-negative"), ("a=x,b=1", "must be numbers")):
+    for text, want in (("a=1", "non-negative weight to each of a, b"), ("a=-1,b=2", "non-negative"),
+                       ("a=x,b=1", "must be numbers")):
         with pytest.raises(ValueError, match=want):
             config.domain_weights(text, ["a", "b"])
     with pytest.raises(ValueError, match="has 1 domain"):

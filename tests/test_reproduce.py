@@ -1,4 +1,5 @@
-"""reproduce.py: the grid's bookkeeping (cases, budgets, LR scaling, passes over the data), run end to end on 2 steps."""
+"""reproduce.py: the grid's bookkeeping (cases, budgets, LR scaling, passes over the data),
+run end to end on 2 steps."""
 
 import math
 import os
@@ -31,7 +32,8 @@ def test_reproduce_cases_budgets_and_lr_scaling():
     cpu = reproduce.reproduce_cases("cpu", seeds=(1,), lr_power=1.0)
     cl_half = [c[3] for c in cpu if c[0] == "CL" and c[1] == 0.5][0]
     assert flag(cl_half, "cl_total_step") == str(int(0.4 * 600)) and flag(cl_half, "max_tokens") == str(600 * 16 * 128)
-    assert flag([c[3] for c in cpu if c[0] == "random-LTD" and c[1] == 1.0][0], "ltd_require_steps") == str(int(0.6 * 1200))
+    assert (flag([c[3] for c in cpu if c[0] == "random-LTD" and c[1] == 1.0][0], "ltd_require_steps")
+            == str(int(0.6 * 1200)))
 
 
 @pytest.mark.slow
@@ -57,11 +59,13 @@ def test_reproduce_cases_without_lr_scaling():
 
 def test_reproduce_cases_subset_and_cpu_variants():
     cases = reproduce.reproduce_cases("tiny", seeds=(1,), names=("baseline", "CL + random-LTD"))
-    assert [(c[0], c[1]) for c in cases] == [("baseline", 1.0), ("CL + random-LTD", 1.0), ("baseline", 0.5), ("CL + random-LTD", 0.5)]
+    assert [(c[0], c[1]) for c in cases] == [("baseline", 1.0), ("CL + random-LTD", 1.0),
+                                             ("baseline", 0.5), ("CL + random-LTD", 0.5)]
     deep = parse_args(reproduce.reproduce_cases("cpu-deep", seeds=(1,), names=("baseline",))[0][3])
     small = parse_args(reproduce.reproduce_cases("cpu-small", seeds=(1,), names=("baseline",))[0][3])
     assert (deep.n_layer, deep.n_embd, deep.max_tokens) == (8, 96, 1200 * 16 * 128)
-    assert (small.n_layer, small.n_embd, small.max_tokens) == (4, 64, 2400 * 16 * 128)  # twice the tokens of the cpu size
+    # twice the tokens of the cpu size
+    assert (small.n_layer, small.n_embd, small.max_tokens) == (4, 64, 2400 * 16 * 128)
 
 
 def test_a_budget_above_one_pass_is_refused(tmp_path, capsys):

@@ -80,7 +80,8 @@ def test_layer_token_clock_equals_deepspeed_count():
     for case in json.load(open(FIXTURES))["layer_tokens"]:
         s = RandomLTDScheduler(case["config"])
         T = case["config"]["max_value"]
-        ours = sum(layer_tokens(case["batch"], T, s.get_value(t), case["layers"], case["ltd_layers"]) for t in range(case["steps"]))
+        ours = sum(layer_tokens(case["batch"], T, s.get_value(t), case["layers"], case["ltd_layers"])
+                   for t in range(case["steps"]))
         assert ours == case["layer_tokens"]
 
 
@@ -101,9 +102,12 @@ def test_bad_curriculum_config(config, want):
 
 def test_bad_random_ltd_config():
     with pytest.raises(ValueError, match="min_value 64 must be in 1..max_value 32"):
-        RandomLTDScheduler({"min_value": 64, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
+        RandomLTDScheduler({"min_value": 64, "max_value": 32,
+                            "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
     with pytest.raises(ValueError, match="missing seq_per_step"):
         RandomLTDScheduler({"min_value": 8, "max_value": 32, "schedule_config": {"require_steps": 5}})
     with pytest.raises(ValueError, match="min_value 4 < seq_per_step 8 gives a kept length of 0"):
-        RandomLTDScheduler({"min_value": 4, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
-    assert RandomLTDScheduler({"min_value": 12, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}}).get_value(0) == 8
+        RandomLTDScheduler({"min_value": 4, "max_value": 32,
+                            "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
+    assert RandomLTDScheduler({"min_value": 12, "max_value": 32,
+                               "schedule_config": {"require_steps": 5, "seq_per_step": 8}}).get_value(0) == 8
