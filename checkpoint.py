@@ -1,9 +1,10 @@
 """
 The run directory: one lock per run, checkpoints written atomically with a checksum, and resume checks.
 
-Follows nanoGPT's out_dir/ckpt.pt (torch.save of a dict; `torch.load` reads our files too). What
-a checkpoint holds is train.py's business (its checkpoint() and restore() stand side by side);
-this file makes sure that what is on disk is whole, ours, and matches the run that resumes it:
+Follows nanoGPT's out_dir/ckpt.pt (torch.save of a dict; `torch.load` reads our files too).
+snapshot() and restore() stand side by side: every part's state_dict (model, optimizer, scaler,
+sampler), the loop's state, every rank's RNG states, and the settings a resume must match. What is
+on disk is whole, ours, and matches the run that resumes it:
 
     file = torch.save(ckpt) bytes + SHA-256 of those bytes (32 bytes)
 
@@ -20,6 +21,7 @@ import fcntl
 import hashlib
 import io
 import os
+from dataclasses import asdict
 
 import torch
 import torch.distributed as dist
@@ -47,6 +49,24 @@ def load_checkpoint(path, device):
         raise ValueError(f"{path} is damaged or not a checkpoint of train.py (checksum mismatch); "
                          "restore a copy, or start afresh with --overwrite")
     return torch.load(io.BytesIO(blob[:-32]), map_location=device, weights_only=False)
+
+
+def snapshot(parts, state, rngs, settings, cfg):
+    """The checkpoint: {name: part.state_dict()} for parts {"model": ..., "optimizer": ..., ...}, the loop's
+    state, every rank's RNG states (rng_states), the settings that shaped the run and its config."""
+    return {**{k: p.state_dict() for k, p in parts.items()}, "state": dict(state), "rng": rngs,
+            "settings": settings, "config": asdict(cfg)}
+
+
+def restore(ckpt, parts, settings, cfg, path):
+    """The inverse of snapshot() -> (the loop's state, notes); refuses a checkpoint of another corpus or
+    other settings; a changed budget (max_iters, max_tokens) only moves the stopping point."""
+    check_resume(ckpt["settings"], settings, path)
+    for k, p in parts.items():
+        p.load_state_dict(ckpt[k])
+    notes = [f"resuming with {k} {ckpt['config'][k]} -> {getattr(cfg, k)} (schedules and LR unchanged)"
+             for k in ("max_iters", "max_tokens") if ckpt["config"][k] != getattr(cfg, k)]
+    return dict(ckpt["state"]), notes
 
 
 def flatten(d, prefix=""):

@@ -554,6 +554,23 @@ class SampleWindows:
         return (np.searchsorted(offsets, middle, side="right") - 1).astype(np.uint8)  # o[d] <= middle < o[d+1]
 
 
+
+def load_splits(data_dir, block_size, vocab_size=None, prepare_default=True, wait=None):
+    """-> (train windows, val windows, meta) of data_dir; "" means the default corpus, prepared on first use.
+
+    Under torchrun rank 0 passes prepare_default=True, the others False, and all pass wait=barrier.
+    """
+    path = data_dir or DEFAULT_DIR
+    if not data_dir:
+        if prepare_default and not os.path.exists(os.path.join(path, "meta.json")):
+            print("preparing the default corpus (the Python standard library's .py files) ...", flush=True)
+            prepare(out_dir=path)
+        if wait:
+            wait()  # subtle: every rank waits, whether or not it saw the corpus missing
+    meta = load_meta(path, vocab_size)  # checks the largest token id against the vocabulary
+    train, val = (SampleWindows(os.path.join(path, f"{split}.bin"), block_size) for split in ("train", "val"))
+    return train, val, meta
+
 # -----------------------------------------------------------------------------
 
 

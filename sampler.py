@@ -32,8 +32,11 @@ But:
 - seqlen_reshape keeps every target when d divides T (Megatron-DeepSpeed's loses one per row).
 """
 
+import os
+
 import numpy as np
 
+import analyzer
 from scheduler import CurriculumScheduler
 
 SEQLEN_METRICS = ("seqlen_truncate", "seqlen_reshape")  # batch transforms, not admission metrics
@@ -389,3 +392,17 @@ class CurriculumLoader:
 
     def load_state_dict(self, state):
         self.sampler.load_state_dict(state)
+
+
+def load_index(windows, metrics, build=True, wait=None):
+    """The analyzer's sorted index of every admission metric in metrics (a seqlen curriculum needs none).
+
+    build: (re)build a missing or stale index first. Under torchrun rank 0 builds and every rank waits.
+    """
+    names = [n for n in metrics if n not in SEQLEN_METRICS]
+    index_dir = os.path.join(os.path.dirname(windows.path), "index")
+    if names and build:
+        analyzer.ensure_index(windows.path, windows.block_size, names, index_dir)
+    if wait:
+        wait()
+    return analyzer.ensure_index(windows.path, windows.block_size, names, index_dir, verbose=False) if names else {}

@@ -5,10 +5,9 @@ Train a GPT with curriculum learning and random-LTD, on one CPU, one GPU, or man
     python train.py --config examples/ds_config_cl_ltd.json   # a DeepSpeed data_efficiency section, unchanged
     torchrun --standalone --nproc_per_node=2 train.py --global_batch_size=32
 
-In nanoGPT's order: config, distributed init, data, model, the loop, checkpoints. DeepSpeed Data
-Efficiency (arXiv 2212.03597) is wired in through the analyzer's index, the curriculum loader
-(sampler.py) and random-LTD (arXiv 2211.11586). One effective-token clock drives the learning
-rate and the stopping point:
+nanoGPT's train.py with DeepSpeed Data Efficiency (arXiv 2212.03597) wired in: the curriculum
+loader (sampler.py) and random-LTD (arXiv 2211.11586). One effective-token clock drives the
+learning rate and the stopping point:
 
     layer_tokens(step) = B * (s * (L - n) + min(r, s) * n),  effective tokens = layer_tokens / L
 
@@ -47,10 +46,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import analyzer
 import data
-from checkpoint import check_resume, load_checkpoint, lock_run_dir, restore_rng, rng_states, save_checkpoint
+from checkpoint import load_checkpoint, lock_run_dir, restore, restore_rng, rng_states, save_checkpoint, snapshot
 from model import GPT, GPTConfig, compile_count, compile_model
 from random_ltd import layer_tokens
-from sampler import SEQLEN_METRICS, CurriculumLoader
+from sampler import SEQLEN_METRICS, CurriculumLoader, load_index
 from scheduler import RandomLTDScheduler
 
 # -----------------------------------------------------------------------------
@@ -63,58 +62,30 @@ def print0(*args, **kwargs):
 
 
 def init_distributed(cfg):
-    """-> (ddp, rank, world_size, device); torchrun sets RANK, WORLD_SIZE and LOCAL_RANK."""
+    """-> (ddp, rank, world_size, device); torchrun sets RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE."""
     ddp = "RANK" in os.environ
-    rank, world_size, local_rank = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")) if ddp else (0, 1, 0)
+    env = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+    rank, world_size, local_rank = (int(os.environ[k]) for k in env) if ddp else (0, 1, 0)
     device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda"):
-        n_gpu = torch.cuda.device_count()
+        n_gpu, local = torch.cuda.device_count(), int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
         if n_gpu == 0:
             raise ValueError(f"--device={cfg.device} but torch sees no CUDA device; use --device=cpu")
-        if ddp and int(os.environ.get("LOCAL_WORLD_SIZE", world_size)) > n_gpu:
-            raise ValueError(f"{os.environ.get('LOCAL_WORLD_SIZE', world_size)} ranks on this machine but {n_gpu} GPU(s); "
-                             f"use torchrun --nproc_per_node={n_gpu}, or --device=cpu for Gloo processes")
+        if ddp and local > n_gpu:
+            raise ValueError(f"{local} ranks on this machine but {n_gpu} GPU(s); use torchrun "
+                             f"--nproc_per_node={n_gpu}, or --device=cpu for Gloo processes")
         device = f"cuda:{local_rank}" if ddp else device
         torch.cuda.set_device(device)
     if cfg.dtype == "float16" and not device.startswith("cuda"):
-        raise ValueError("--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); use float32 or bfloat16")
+        raise ValueError("--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); "
+                         "use float32 or bfloat16")
     if ddp:
         dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
     return ddp, rank, world_size, device
 
 
 # -----------------------------------------------------------------------------
-# data: the token files, the analyzer's index, the curriculum loader
-
-
-def load_data(cfg, master_process, barrier):
-    """-> (train windows, val windows, meta); prepares the default corpus on first use (rank 0, the others wait)."""
-    data_dir = cfg.data_dir or data.DEFAULT_DIR
-    if not cfg.data_dir and not os.path.exists(os.path.join(data_dir, "meta.json")):
-        if master_process:
-            print0("preparing the default corpus (the Python standard library's .py files) ...")
-            data.prepare(out_dir=data_dir)
-        barrier()
-    meta = data.load_meta(data_dir, cfg.vocab_size or None)  # checks the largest token id against the vocabulary
-    train_data = data.SampleWindows(os.path.join(data_dir, "train.bin"), cfg.block_size)
-    val_data = data.SampleWindows(os.path.join(data_dir, "val.bin"), cfg.block_size)
-    return train_data, val_data, meta
-
-
-def load_index(train_data, metrics, master_process, barrier):
-    """The analyzer's sorted index of every admission metric; rank 0 builds a missing or stale one."""
-    names = [n for n in metrics if n not in SEQLEN_METRICS]
-    if not names:
-        return {}
-    index_dir = os.path.join(os.path.dirname(train_data.path), "index")
-    if master_process:
-        analyzer.ensure_index(train_data.path, train_data.block_size, names, index_dir)
-    barrier()
-    return analyzer.ensure_index(train_data.path, train_data.block_size, names, index_dir, verbose=False)
-
-
-# -----------------------------------------------------------------------------
-# learning rate on the effective-token clock
+# learning rate and kept length on the effective-token clock
 
 
 def get_lr(tokens, cfg, warmup_tokens, decay_tokens, step_tokens):
@@ -123,8 +94,7 @@ def get_lr(tokens, cfg, warmup_tokens, decay_tokens, step_tokens):
         return cfg.learning_rate * (tokens + step_tokens) / (warmup_tokens + step_tokens)
     if tokens >= decay_tokens:
         return cfg.min_lr
-    ratio = (tokens - warmup_tokens) / (decay_tokens - warmup_tokens)
-    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))  # 1 -> 0
+    coeff = 0.5 * (1.0 + math.cos(math.pi * (tokens - warmup_tokens) / (decay_tokens - warmup_tokens)))  # 1 -> 0
     return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
 
 
@@ -143,32 +113,19 @@ def decay_horizon(cfg, loader, ltd_sched, n_ltd, dense_step_tokens):
         return cfg.lr_decay_iters * dense_step_tokens
     ends = [cfg.max_tokens] if cfg.max_tokens else []
     if cfg.max_iters:
-        tokens = 0
-        for step in range(cfg.max_iters):
-            rows, s = loader.rows(step), loader.seqlen(step)
-            tokens += layer_tokens(rows, s, kept_length(ltd_sched, step, s), cfg.n_layer, n_ltd) / cfg.n_layer
-        ends.append(tokens)
+        rows_s = [(loader.rows(t), loader.seqlen(t)) for t in range(cfg.max_iters)]
+        ends.append(sum(layer_tokens(b, s, kept_length(ltd_sched, t, s), cfg.n_layer, n_ltd)
+                        for t, (b, s) in enumerate(rows_s)) / cfg.n_layer)
     return min(ends)
 
 
 # -----------------------------------------------------------------------------
-# checkpoints: save and restore side by side, from one explicit dict
-
-
-def run_settings(cfg, gconf, metrics, ltd, weights, lr_schedule, fingerprint, G):
-    """Everything that shapes the run's trajectory: a resume must match it (the budget may change)."""
-    return {"corpus": fingerprint, "model": asdict(gconf), "global_batch_size": G, "seed": cfg.seed, "curricula": metrics,
-            "random_ltd": ltd, "domain_weights": weights, "lr_schedule": lr_schedule, "dtype": cfg.dtype,
-            "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
-
-
-# -----------------------------------------------------------------------------
-# evaluation
+# evaluation: one fixed set of val windows, shared out over ranks
 
 
 @torch.no_grad()
 def estimate_loss(model, val_data, eval_ids, batch_size, ctx, rank, world_size, ddp, device):
-    """Mean val loss over one fixed set of windows (eval_ids), shared out over ranks; train mode restored after."""
+    """Mean val loss over the windows eval_ids (every token, dense); train mode restored after."""
     model.eval()
     total = torch.zeros(2, device=device)  # (sum of per-window losses, windows)
     mine = eval_ids[rank::world_size]
@@ -184,106 +141,107 @@ def estimate_loss(model, val_data, eval_ids, batch_size, ctx, rank, world_size, 
 
 
 # -----------------------------------------------------------------------------
-# setup: data, model, optimizer, schedules, resume
+# setup: data, schedules, model, optimizer -> the run's fixed parts
 
 
 def setup(cfg, ddp, rank, world_size, device):
     master_process, barrier = rank == 0, (dist.barrier if ddp else (lambda: None))
     G = cfg.global_batch_size or cfg.batch_size * world_size
     if G % (cfg.batch_size * world_size):
-        raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * {world_size}; "
-                         "change --global_batch_size or --batch_size")
+        raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * "
+                         f"{world_size}; change --global_batch_size or --batch_size")
     notes = []
-    train_data, val_data, meta = load_data(cfg, master_process, barrier)
+    train_data, val_data, meta = data.load_splits(cfg.data_dir, cfg.block_size, cfg.vocab_size or None,
+                                                  master_process, barrier)
     metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes)
     weights = config.domain_weights(cfg.domain_weights, meta.get("domains", []))
     loader = CurriculumLoader(train_data, G, seed=cfg.seed, rank=rank, world_size=world_size, metrics=metrics,
-                              index=load_index(train_data, metrics, master_process, barrier), deepspeed=bool(cfg.config),
-                              domain_weights=weights)
+                              index=load_index(train_data, metrics, master_process, barrier),
+                              deepspeed=bool(cfg.config), domain_weights=weights)
     ltd_sched = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
     if ltd_sched and ltd_sched.max > cfg.block_size:
         raise ValueError(f"random_ltd max_value {ltd_sched.max} > block_size {cfg.block_size}; "
                          f"set --block_size={ltd_sched.max} or lower max_value")
     # --- model: the same init on every rank, then per-rank dropout and random-LTD streams
     torch.manual_seed(cfg.seed)
-    gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer, n_head=cfg.n_head,
-                      n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias,
+    gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer,
+                      n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias,
                       ltd_layers=tuple(ltd["random_ltd_layer_id"]) if ltd else None)
     raw_model = GPT(gconf).to(device)
     torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's seed offset
-    ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # kept tokens differ across ranks
+    ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # so do the kept tokens
     device_type = device.split(":")[0]
     optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
-    dtype = cfg.dtype if cfg.dtype != "auto" else ("bfloat16" if device_type == "cuda" and torch.cuda.is_bf16_supported() else "float32")
-    ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=getattr(torch, dtype))
-    shapes_change = bool(ltd) or any(n in SEQLEN_METRICS for n in metrics)  # T or r follow a schedule
+    dtype = cfg.dtype if cfg.dtype != "auto" else \
+        ("bfloat16" if device_type == "cuda" and torch.cuda.is_bf16_supported() else "float32")
+    shapes_change = bool(ltd) or any(n in SEQLEN_METRICS for n in metrics)  # s or r follow a schedule
     model = compile_model(raw_model, shapes_change) if cfg.compile else raw_model
     if ddp:
         model = DDP(model, device_ids=[int(device.split(":")[1])] if device_type == "cuda" else None)
-    # --- schedules on the effective-token clock
-    n_ltd = len(ltd["random_ltd_layer_id"]) if ltd else 0
-    dense_step_tokens = G * cfg.block_size
-    warmup_tokens = cfg.warmup_iters * dense_step_tokens
-    decay_tokens = decay_horizon(cfg, loader, ltd_sched, n_ltd, dense_step_tokens)
+    # --- schedules on the effective-token clock; eval windows evenly spread, the same for any batch or world size
+    n_ltd, step_tokens = len(ltd["random_ltd_layer_id"]) if ltd else 0, G * cfg.block_size
+    warmup, decay = cfg.warmup_iters * step_tokens, decay_horizon(cfg, loader, ltd_sched, n_ltd, step_tokens)
     n_eval = min(cfg.eval_samples, len(val_data))
-    eval_ids = np.arange(n_eval) * (len(val_data) // n_eval)  # evenly spread, the same for any batch or world size
-    settings = run_settings(cfg, gconf, metrics, ltd, weights, [cfg.learning_rate, cfg.min_lr, warmup_tokens, decay_tokens],
-                            data.fingerprint(os.path.dirname(train_data.path)), G)
-    return SimpleNamespace(cfg=cfg, ddp=ddp, rank=rank, world_size=world_size, device=device, master_process=master_process,
-               model=model, raw_model=raw_model, optimizer=optimizer, scaler=torch.amp.GradScaler(enabled=dtype == "float16"),
-               loader=loader, ltd_sched=ltd_sched, ltd_gen=ltd_gen, n_ltd=n_ltd, grad_accum=G // (cfg.batch_size * world_size),
-               ctx=ctx, dtype=dtype, G=G, dense_step_tokens=dense_step_tokens, warmup_tokens=warmup_tokens,
-               decay_tokens=decay_tokens, val_data=val_data, eval_ids=eval_ids, train_data=train_data, meta=meta,
-               metrics=metrics, ltd=ltd, notes=notes, settings=settings, ckpt_path=os.path.join(cfg.out_dir, "ckpt.pt"))
+    settings = {"corpus": data.fingerprint(os.path.dirname(train_data.path)), "model": asdict(gconf),
+                "global_batch_size": G, "seed": cfg.seed, "curricula": metrics, "random_ltd": ltd,
+                "domain_weights": weights, "lr_schedule": [cfg.learning_rate, cfg.min_lr, warmup, decay],
+                "dtype": cfg.dtype, "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
+    return SimpleNamespace(  # the run's fixed parts; the loop's changing state is a separate dict
+        cfg=cfg, ddp=ddp, rank=rank, world_size=world_size, device=device, master_process=master_process,
+        model=model, raw_model=raw_model, optimizer=optimizer, scaler=torch.amp.GradScaler(enabled=dtype == "float16"),
+        ctx=nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=getattr(torch, dtype)),
+        dtype=dtype, loader=loader, ltd_sched=ltd_sched, ltd_gen=ltd_gen, n_ltd=n_ltd, G=G,
+        grad_accum=G // (cfg.batch_size * world_size), step_tokens=step_tokens, warmup_tokens=warmup,
+        decay_tokens=decay, train_data=train_data, val_data=val_data, meta=meta, metrics=metrics, ltd=ltd,
+        eval_ids=np.arange(n_eval) * (len(val_data) // n_eval), notes=notes, settings=settings,
+        ckpt_path=os.path.join(cfg.out_dir, "ckpt.pt"))
 
 
-def checkpoint(run, state, rngs):
-    return {"model": run.raw_model.state_dict(), "optimizer": run.optimizer.state_dict(), "scaler": run.scaler.state_dict(),
-            "sampler": run.loader.state_dict(), "state": dict(state), "rng": rngs, "settings": run.settings,
-            "config": asdict(run.cfg)}
+# -----------------------------------------------------------------------------
+# resume: checkpoint.py's snapshot() and restore() of the run's parts
 
 
-def restore(run, ckpt):
-    """The inverse of checkpoint(): refuses a checkpoint of another corpus or other settings."""
-    check_resume(ckpt["settings"], run.settings, run.ckpt_path)
-    run.raw_model.load_state_dict(ckpt["model"])
-    run.optimizer.load_state_dict(ckpt["optimizer"])
-    run.scaler.load_state_dict(ckpt["scaler"])
-    run.loader.load_state_dict(ckpt["sampler"])
+def parts(run):
+    """What a checkpoint holds besides the loop's state and the RNGs: every part with a state_dict."""
+    return {"model": run.raw_model, "optimizer": run.optimizer, "scaler": run.scaler, "sampler": run.loader}
+
+
+def resume(run):
+    """The loop's state from the checkpoint in out_dir; every rank's RNGs restored (bit-exact on as many ranks)."""
+    ckpt = load_checkpoint(run.ckpt_path, run.device)
+    state, notes = restore(ckpt, parts(run), run.settings, run.cfg, run.ckpt_path)
     restore_rng(ckpt["rng"], run.rank, run.ltd_gen, run.device)
-    for k in ("max_iters", "max_tokens"):  # the budget may change: it moves the stopping point, nothing else
-        if ckpt["config"][k] != getattr(run.cfg, k):
-            print0(f"note: resuming with {k} {ckpt['config'][k]} -> {getattr(run.cfg, k)} (schedules and LR unchanged)")
     if len(ckpt["rng"]) != run.world_size:
-        print0(f"note: the checkpoint was written by {len(ckpt['rng'])} rank(s), this run has {run.world_size}: "
-               "it continues with the same global batches, but dropout and random-LTD draw other tokens")
-    return dict(ckpt["state"])
+        notes.append(f"the checkpoint was written by {len(ckpt['rng'])} rank(s), this run has {run.world_size}: it "
+                     "continues with the same global batches, but dropout and random-LTD draw other tokens")
+    run.notes += notes
+    return state
+
+
+# -----------------------------------------------------------------------------
+# the training loop
 
 
 def print_summary(run):
-    cfg, L = run.cfg, run.cfg.n_layer
-    print0(f"data {os.path.dirname(run.train_data.path)}: {len(run.train_data):,} train / {len(run.val_data):,} val windows of "
+    cfg, tr = run.cfg, run.train_data
+    print0(f"data {os.path.dirname(tr.path)}: {len(tr):,} train / {len(run.val_data):,} val windows of "
            f"{cfg.block_size}+1 tokens, vocab {run.meta['vocab_size']}; eval on {len(run.eval_ids)} fixed val windows")
-    print0(f"model: {run.raw_model.get_num_params() / 1e6:.2f}M parameters, {L} layers; device {run.device}, {run.dtype}, "
-           f"world size {run.world_size}, {torch.get_num_threads()} torch threads per process")
+    print0(f"model: {run.raw_model.get_num_params() / 1e6:.2f}M parameters, {cfg.n_layer} layers; device {run.device}, "
+           f"{run.dtype}, world size {run.world_size}, {torch.get_num_threads()} torch threads per process")
     print0(f"batch: {run.G} rows/step = {cfg.batch_size} x {run.grad_accum} accum x {run.world_size} ranks; "
-           f"{run.dense_step_tokens:,} dense tokens/step")
-    print0(f"lr: warmup to {cfg.learning_rate:g} over {run.warmup_tokens:,} effective tokens, cosine to {cfg.min_lr:g} "
-           f"at {run.decay_tokens:,.0f}")
+           f"{run.step_tokens:,} dense tokens/step")
+    print0(f"lr: warmup to {cfg.learning_rate:g} over {run.warmup_tokens:,} effective tokens, cosine to "
+           f"{cfg.min_lr:g} at {run.decay_tokens:,.0f}")
     for note in run.notes:
         print0("note:", note)
     budget = config.budget_steps(cfg, run.G)
-    iters = sorted({1, budget // 4, budget // 2, 3 * budget // 4, budget} - {0})  # the N-th iteration runs step N-1
+    iters = sorted({1, budget // 4, budget // 2, 3 * budget // 4, budget} - {0})  # iteration N runs step N-1
     for name in run.metrics:
         values = ", ".join(f"iter {n}: {run.loader.difficulties(n - 1)[name]}" for n in iters)
         print0(f"curriculum {name} ({run.metrics[name].get('difficulty_type')}): {values}")
     if run.ltd_sched:
         values = ", ".join(f"iter {n}: {kept_length(run.ltd_sched, n - 1, run.loader.seqlen(n - 1))}" for n in iters)
         print0(f"random-LTD on layers {run.ltd['random_ltd_layer_id']}: kept length {values}")
-
-
-# -----------------------------------------------------------------------------
-# the training loop
 
 
 def train_step(run, lr, step):
@@ -299,8 +257,8 @@ def train_step(run, lr, step):
     loss_sum = torch.zeros((), device=run.device)  # subtle: no .item() per step, it would make the CPU wait for the GPU
     for k, micro in enumerate(batch.chunk(run.grad_accum)):
         last = k == run.grad_accum - 1
+        ltd_idx = run.raw_model.sample_ltd_indices(micro.size(0), s, r, run.ltd_gen)  # outside torch.compile
         with nullcontext() if last or not run.ddp else run.model.no_sync():  # all-reduce on the last micro-step only
-            ltd_idx = run.raw_model.sample_ltd_indices(micro.size(0), s, r, run.ltd_gen)  # outside torch.compile
             with run.ctx:
                 _, loss = run.model(micro[:, :-1], micro[:, 1:], ltd_idx=ltd_idx)
                 loss = loss / run.grad_accum
@@ -320,27 +278,26 @@ def train_step(run, lr, step):
 
 def evaluate(run, state):
     """Val loss on the fixed set; then, if asked, a checkpoint (every rank's RNG states, written by rank 0)."""
-    val_loss = estimate_loss(run.model, run.val_data, run.eval_ids, run.cfg.batch_size, run.ctx, run.rank, run.world_size,
-                             run.ddp, run.device)
+    val_loss = estimate_loss(run.model, run.val_data, run.eval_ids, run.cfg.batch_size, run.ctx, run.rank,
+                             run.world_size, run.ddp, run.device)
     state["best_val_loss"] = min(state["best_val_loss"], val_loss)
-    print0(f"step {state['iter_num']}: val loss {val_loss:.4f}, effective tokens {state['layer_tokens'] / run.cfg.n_layer:,.0f}")
+    print0(f"step {state['iter_num']}: val loss {val_loss:.4f}, "
+           f"effective tokens {state['layer_tokens'] / run.cfg.n_layer:,.0f}")
     if run.cfg.save_checkpoint and state["iter_num"] > 0:
         rngs = rng_states(run.ltd_gen, run.device)  # a collective: every rank takes part
         if run.master_process:
-            save_checkpoint(run.ckpt_path, checkpoint(run, state, rngs))
+            save_checkpoint(run.ckpt_path, snapshot(parts(run), state, rngs, run.settings, run.cfg))
             state["saved_iter"] = state["iter_num"]
     return val_loss
 
 
 def log_line(run, state, loss, lr, s, r, dt):
-    cfg, n = run.cfg, state["iter_num"]
-    dense = n * run.dense_step_tokens
-    eff = state["layer_tokens"] / cfg.n_layer
+    n, raw, eff = state["iter_num"], state["raw_tokens"], state["layer_tokens"] / run.cfg.n_layer
     cl = "".join(f", {k} {v}" for k, v in run.loader.difficulties(n - 1).items() if k not in SEQLEN_METRICS)
     print0(f"iter {n}: loss {loss:.4f}, lr {lr:.2e}{cl}, seqlen {s}, keep {r or s}, {dt * 1000:.1f}ms/step, "
-           f"{run.G * s / dt:,.0f} tok/s, "
-           f"tokens {state['raw_tokens']:,} ({100 * (1 - state['raw_tokens'] / dense):.1f}% fewer than dense: seqlen), "
-           f"effective {eff:,.0f} ({100 * (1 - eff / max(1, state['raw_tokens'])):.1f}% fewer than raw: random-LTD)")
+           f"{run.G * s / dt:,.0f} tok/s, tokens {raw:,} ({100 * (1 - raw / (n * run.step_tokens)):.1f}% fewer "
+           f"than dense: seqlen), effective {eff:,.0f} ({100 * (1 - eff / max(1, raw)):.1f}% fewer than raw: "
+           "random-LTD)")
 
 
 def train_loop(run, state):
@@ -355,7 +312,7 @@ def train_loop(run, state):
             out["evals"].append((eff, out["val_loss"]))
         if done:
             break
-        lr = get_lr(eff, cfg, run.warmup_tokens, run.decay_tokens, run.dense_step_tokens)
+        lr = get_lr(eff, cfg, run.warmup_tokens, run.decay_tokens, run.step_tokens)
         loss, rows, s, r = train_step(run, lr, state["iter_num"])
         state["raw_tokens"] += rows * s
         state["layer_tokens"] += layer_tokens(rows, s, r, L, run.n_ltd)
@@ -372,7 +329,7 @@ def train_loop(run, state):
 
 
 def train(cfg):
-    """Run training with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)], val_loss, tokens, model."""
+    """Train with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)], val_loss, model."""
     config.check(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -383,7 +340,7 @@ def train(cfg):
         lock = lock_run_dir(cfg) if rank == 0 else None
         run = setup(cfg, ddp, rank, world_size, device)
         if cfg.resume:
-            state = restore(run, load_checkpoint(run.ckpt_path, device))
+            state = resume(run)
         print_summary(run)
         out = train_loop(run, state)
     except KeyboardInterrupt:
@@ -398,8 +355,9 @@ def train(cfg):
             dist.destroy_process_group()
     if cfg.compile:
         print0(f"torch.compile: {compile_count()} compilations")
-    return {**out, "iter_num": state["iter_num"], "raw_tokens": state["raw_tokens"], "effective_tokens": state["layer_tokens"] / cfg.n_layer,
-            "time": time.time() - t_start, "model": run.raw_model, "meta": run.meta, "train_data": run.train_data, "val_data": run.val_data}
+    return {**out, "iter_num": state["iter_num"], "raw_tokens": state["raw_tokens"],
+            "effective_tokens": state["layer_tokens"] / cfg.n_layer, "time": time.time() - t_start,
+            "model": run.raw_model, "meta": run.meta, "train_data": run.train_data, "val_data": run.val_data}
 
 
 def sample(model, val_data, n_tokens, seed):
