@@ -429,3 +429,18 @@ def test_compile_with_curricula_and_ltd_compiles_a_bounded_number_of_graphs(corp
     assert sum(counters["graph_break"].values()) == 0
     eager = train.train(cfg_for(corpus, tmp_path / "e", *args))
     np.testing.assert_allclose(compiled["losses"], eager["losses"], rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_torchrun_resume_restores_each_ranks_own_generators(corpus, tmp_path):
+    """2 ranks, 4 steps straight = 2 steps + --resume to 4: every rank's kept tokens and the losses continue exactly
+    (each rank gets its own dropout and random-LTD states back, not rank 0's)."""
+    args = TINY + [f"--data_dir={corpus}", "--eval_interval=2", "--global_batch_size=8", "--dropout=0.1",
+                   "--lr_decay_iters=4", *LTD]
+    (tmp_path / "s").mkdir(), (tmp_path / "r").mkdir()
+    straight, _ = torchrun(tmp_path / "s", *args, "--max_iters=4", f"--out_dir={tmp_path / 's'}")
+    first, _ = torchrun(tmp_path / "r", *args, "--max_iters=2", f"--out_dir={tmp_path / 'r'}")
+    second, _ = torchrun(tmp_path / "r", *args, "--max_iters=4", "--resume", f"--out_dir={tmp_path / 'r'}")
+    for rank in range(2):
+        assert first[rank]["kept"] + second[rank]["kept"] == straight[rank]["kept"], f"rank {rank} kept tokens"
+    assert first[0]["losses"] + second[0]["losses"] == straight[0]["losses"]
