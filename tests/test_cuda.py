@@ -5,7 +5,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from model import compile_count, compile_model
-from test_random_ltd import batch, grads, reference_logits, tiny
+from test_random_ltd import assert_matches_reference, batch, grads, tiny
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -33,16 +33,7 @@ def test_fast_path_equals_the_per_sample_reference_on_cuda():
     model, b = cuda_model(), batch(B=3, T=64).cuda()
     ltd_idx = model.sample_ltd_indices(3, 64, 24, torch.Generator("cuda").manual_seed(9))
     assert ltd_idx.device.type == "cuda" and ltd_idx.shape == (2, 3, 24)
-    logits, loss = model(b[:, :-1], b[:, 1:], ltd_idx=ltd_idx)
-    loss.backward()
-    got = grads(model)
-    model.zero_grad()
-    ref_logits = reference_logits(model, b[:, :-1], ltd_idx)
-    ref = torch.nn.functional.cross_entropy(ref_logits.view(-1, 50), b[:, 1:].reshape(-1))
-    ref.backward()
-    assert torch.allclose(logits, ref_logits, atol=1e-5) and torch.allclose(loss, ref, atol=1e-5)
-    for g1, g2 in zip(got, grads(model)):
-        assert torch.allclose(g1, g2, atol=1e-5, rtol=1e-4)
+    assert_matches_reference(model, b, ltd_idx, atol=1e-5, rtol=1e-4)
 
 
 def test_no_future_leakage_on_cuda():
