@@ -1,5 +1,5 @@
 """
-Benchmarks that print ratios measured side by side in one run, as tables.
+Benchmarks that print ratios measured side by side in one run, as tables (`python bench.py ltd --help`: options).
 
     python bench.py analyzer   # our analyzer vs DeepSpeed's DataAnalyzer (when importable)
     python bench.py sampler    # our sampler vs DeepSpeed's DeepSpeedDataSampler (when importable)
@@ -7,32 +7,71 @@ Benchmarks that print ratios measured side by side in one run, as tables.
     python bench.py dense      # our dense training step vs nanoGPT's model (--nanogpt=path/to/model.py)
     python bench.py prepare    # data.py's peak anonymous memory and MB/s at 30 MB, 300 MB and 1 GB of text
 
-Speed targets live here, never in timed test assertions.
+Each timing table states device, torch version and threads, and prints the median (min-max) of rounds run
+interleaved (ours, theirs, ours, ...) after warm-up ones, so that drift in machine load hits every case alike.
+Without DeepSpeed, only our rows. Speed targets live here, never in timed test assertions.
 """
 
 import argparse
+import importlib.util
+import itertools
 import json
 import os
 import shutil
 import statistics
+import subprocess
+import sys
+import sysconfig
 import tempfile
 import time
 
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import analyzer
+import data
+from model import GPT, GPTConfig, compile_model
+from sampler import CurriculumSampler
+from scheduler import CurriculumScheduler
+
 # -----------------------------------------------------------------------------
-# shared: threads, interleaved rounds, DeepSpeed set-up
+# shared: options and threads, device, interleaved rounds, table lines, DeepSpeed set-up
+
+ROUNDS = "timed rounds each, interleaved, after warm-up ones"
+HELP = {"threads": "torch intra-op threads (more than the free cores slows the cases unevenly)", "rounds": ROUNDS,
+        "iters": ROUNDS}
 
 
-def pin_threads(n):
-    """Fix torch's intra-op threads (two threads on two busy cores can be 4x slower than one); returns n."""
-    import torch
+def setup(what, args, **options):
+    """`bench.py what`'s options from name=default or name=(default, help), typed as the default (unknown ones
+    fail); pins torch's intra-op threads to --threads."""
+    p = argparse.ArgumentParser(prog=f"bench.py {what}")
+    for name, v in options.items():
+        default, help = v if isinstance(v, tuple) else (v, HELP.get(name))
+        p.add_argument(f"--{name}", type=type(default), default=default, help=help)
+    a = p.parse_args(args)
+    if "threads" in options:
+        torch.set_num_threads(a.threads)
+    return a
 
-    torch.set_num_threads(n)
-    return n
+
+def device_autocast():
+    """(device, autocast context, label): bf16 autocast on CUDA, plain fp32 on CPU."""
+    if torch.cuda.is_available():
+        return "cuda", torch.autocast("cuda", dtype=torch.bfloat16), f"{torch.cuda.get_device_name()} bf16"
+    return "cpu", torch.autocast("cpu", enabled=False), "cpu fp32"
+
+
+def stated(where, threads, rounds, warmup):
+    """The end of each timing table's first line: device, torch version, threads, and what its numbers are."""
+    return f"{where}, torch {torch.__version__}, {threads} thread(s); median (min-max) of {rounds} " \
+           f"interleaved rounds after {warmup} warm-up"
 
 
 def interleaved(cases, rounds, warmup=1, sync=lambda: None):
-    """{name: fn} -> {name: [seconds of each round]}, rounds interleaved (a, b, a, b, ...) so that
-    drift in machine load hits every case alike; `warmup` untimed rounds first; `sync` before each clock read."""
+    """{name: fn} -> {name: [seconds of each round]}, rounds interleaved (a, b, a, b, ...) after `warmup` untimed
+    ones; `sync` before each clock read."""
     times = {name: [] for name in cases}
     for i in range(warmup + rounds):
         for name, fn in cases.items():
@@ -50,10 +89,9 @@ def med_range(ts, scale=1.0):
     return f"{statistics.median(ts) * scale:.4g} ({min(ts) * scale:.4g}-{max(ts) * scale:.4g})"
 
 
-def _timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
+def row(widths, *cells):
+    """Print one table line, a cell per width: right-aligned, or left-aligned where the width is negative (%-34s)."""
+    print(" ".join(f"{c:<{-w}}" if w < 0 else f"{c:>{w}}" for c, w in zip(cells, widths)))
 
 
 def deepspeed_init(port):
@@ -64,7 +102,8 @@ def deepspeed_init(port):
     except ImportError as e:
         print(f"DeepSpeed is not importable ({e.__class__.__name__}: {e}): only our rows are printed")
         return None
-    for k, v in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port)), ("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
+    for k, v in env.items():
         os.environ.setdefault(k, v)
     deepspeed.comm.torch.build_shm_op = lambda: None  # its CPU shared-memory op crashes here; plain Gloo is enough
     deepspeed.init_distributed(dist_backend="gloo")  # DataAnalyzer and DeepSpeedDataSampler synchronize with barriers
@@ -75,35 +114,15 @@ def deepspeed_init(port):
 # analyzer
 
 
-def _corpus(data_dir):
-    """The default corpus (prepared on first use) unless --data_dir names another."""
-    import data
-
-    if not os.path.exists(os.path.join(data_dir, "meta.json")):
-        data.prepare(out_dir=data_dir, verbose=False)
-    return data_dir
-
-
 def bench_analyzer(args):
-    """vocab_rarity over the same samples, rounds interleaved: our analyzer vs DeepSpeed's DataAnalyzer (map + reduce).
-    DeepSpeed gets what a tuned user would give it: whole batches (see the line it prints)."""
-    import itertools
-
-    import numpy as np
-
-    import analyzer
-    import data
-
-    p = argparse.ArgumentParser(prog="bench.py analyzer")
-    p.add_argument("--data_dir", default=data.DEFAULT_DIR)
-    p.add_argument("--block_size", type=int, default=128, help="T; the README quotes 128 and 1024")
-    p.add_argument("--num_samples", type=int, default=50000, help="analyze the first this many samples")
-    p.add_argument("--num_workers", type=int, default=1, help="our worker processes, and DeepSpeed's num_threads")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (DeepSpeed's metrics run in torch)")
-    p.add_argument("--rounds", type=int, default=5, help="timed rounds each, interleaved, after a warm-up")
-    a = p.parse_args(args)
-    T, threads = a.block_size, pin_threads(a.threads)
-    src = data.SampleWindows(os.path.join(_corpus(a.data_dir), "train.bin"), T)
+    """vocab_rarity over the same samples: our analyzer vs DeepSpeed's DataAnalyzer (map + reduce), which gets
+    what a tuned user would give it: whole batches (see the line it prints)."""
+    a = setup("analyzer", args, data_dir=data.DEFAULT_DIR, block_size=(128, "T; the README quotes 128 and 1024"),
+              num_samples=(50000, "analyze the first this many samples"), threads=1, rounds=5,
+              num_workers=(1, "our worker processes, and DeepSpeed's num_threads"))
+    if not os.path.exists(os.path.join(a.data_dir, "meta.json")):
+        data.prepare(out_dir=a.data_dir, verbose=False)  # the default corpus is prepared on first use
+    T, src = a.block_size, data.SampleWindows(os.path.join(a.data_dir, "train.bin"), a.block_size)
     n, work = min(a.num_samples, len(src)), tempfile.mkdtemp(prefix="bench_analyzer_")
     bin_path = os.path.join(work, "train.bin")  # the same first n samples, for both analyzers
     np.asarray(src.data[: n * T + 1]).tofile(bin_path)
@@ -112,7 +131,6 @@ def bench_analyzer(args):
     cases = {"ours": lambda: analyzer.build_index(bin_path, T, ["vocab_rarity"], f"{work}/ours{next(runs['ours'])}",
                                                   a.num_workers, verbose=False)}
     if deepspeed_init(29533):
-        import torch
         from deepspeed.runtime.data_pipeline.data_sampling.data_analyzer import DataAnalyzer
         from deepspeed.runtime.data_pipeline.data_sampling.indexed_dataset import MMapIndexedDataset
 
@@ -141,17 +159,18 @@ def bench_analyzer(args):
         cases["DeepSpeed"] = deepspeed_run
     times, tokens = interleaved(cases, a.rounds), n * (T + 1)
     print(f"analyzer: vocab_rarity over {n:,} samples of {T}+1 tokens ({tokens:,} tokens), {a.num_workers} worker(s), "
-          f"torch {__import__('torch').__version__}, {threads} thread(s); median (min-max) of {a.rounds} rounds")
-    print(f"{'':34} {'seconds':>24} {'tokens/s':>13} {'DeepSpeed / ours':>20}")
+          + stated("cpu", a.threads, a.rounds, 1))
+    W = (-34, 24, 13, 20)
+    row(W, "", "seconds", "tokens/s", "DeepSpeed / ours")
     for name, label in (("ours", "ours: counts, rarity, sort"), ("DeepSpeed", "DeepSpeed DataAnalyzer, 2 passes")):
         if name in times:
             ratios = [d / o for d, o in zip(times[name], times["ours"])]  # paired: the same round
-            print(f"{label:34} {med_range(times[name]):>24} {tokens / statistics.median(times[name]):>13,.0f} "
-                  f"{med_range(ratios) if name != 'ours' else '':>20}")
-    ours = np.asarray(analyzer.load_index(f"{work}/ours0", "vocab_rarity")["sample_to_metric"])
+            row(W, label, med_range(times[name]), f"{tokens / statistics.median(times[name]):,.0f}",
+                med_range(ratios) if name != "ours" else "")
     if "DeepSpeed" in times:
         print("DeepSpeed was given a Dataset whose __getitems__ returns each batch of 1000 samples as one (B, T+1) "
               "tensor, collate_fn = identity, num_threads = --num_workers")
+        ours = np.asarray(analyzer.load_index(f"{work}/ours0", "vocab_rarity")["sample_to_metric"])
         ds = MMapIndexedDataset(f"{work}/ds0/vocab_rarity/vocab_rarity_sample_to_metric", skip_warmup=True)
         ds = np.array([ds[i][0] for i in range(n)])
         print(f"same metric: {100 * np.mean(ds == ours.astype(np.int64)):.2f}% of DeepSpeed's int values equal "
@@ -163,66 +182,60 @@ def bench_analyzer(args):
 # sampler
 
 
+def deepspeed_samplers(deepspeed, entries, index_to_sample, work, N, G):
+    """{name: DeepSpeedDataSampler} for {name: (curriculum entry, _)}, all over one index written under work."""
+    from deepspeed.runtime.data_pipeline.data_sampling import utils
+    from deepspeed.runtime.data_pipeline.data_sampling.data_sampler import DeepSpeedDataSampler
+
+    path = os.path.join(work, "m_index_to_sample_percentile_merged")  # DeepSpeed's layout: 100 rows of sorted ids
+    builder = utils.create_mmap_dataset_builder(path, np.int64)
+    for chunk in np.array_split(index_to_sample, 100):
+        builder.add_item(torch.from_numpy(chunk))
+    utils.close_mmap_dataset_builder(builder, path)
+    samplers = {}
+    for i, (name, (entry, _)) in enumerate(entries.items()):
+        metric = dict(entry, index_to_sample_path=path, index_to_metric_path=path, clustering_type="schedule_based")
+        cl = {"enabled": True, "data_cluster_path": f"{work}/clusters{i}", "curriculum_metrics": {"m": metric}}
+        config = {"seed": 0, "data_sampling": {"num_epochs": 1, "curriculum_learning": cl}}
+        samplers[name] = DeepSpeedDataSampler(config, N, G, 0, 1, deepspeed.comm.get_world_group(), 1, 0)
+    return samplers
+
+
 def bench_sampler(args):
     """ms per global batch: our CurriculumSampler (deepspeed=True) vs DeepSpeedDataSampler on one percentile index,
-    a steady pool (percentile 50) and a pool growing by N/100 ids per step; rounds interleaved, median (range)."""
-    import numpy as np
-
-    from sampler import CurriculumSampler
-    from scheduler import CurriculumScheduler
-
-    p = argparse.ArgumentParser(prog="bench.py sampler")
-    p.add_argument("--num_samples", type=int, default=1_000_000)
-    p.add_argument("--global_batch_size", type=int, default=512)
-    p.add_argument("--steps", type=int, default=200, help="batches per round in the steady case")
-    p.add_argument("--rounds", type=int, default=6, help="timed rounds, after one warmup round")
-    p.add_argument("--threads", type=int, default=1)
-    a = p.parse_args(args)
-    N, G, threads = a.num_samples, a.global_batch_size, pin_threads(a.threads)
+    a steady pool (percentile 50) and a pool growing by N/100 ids per step."""
+    a = setup("sampler", args, num_samples=1_000_000, global_batch_size=512, threads=1, rounds=6,
+              steps=(200, "batches per round in the steady case"))
+    N, G = a.num_samples, a.global_batch_size
     index_to_sample = np.random.default_rng(0).permutation(N).astype(np.int64)  # a random metric's sorted index
     grow = 98 // (a.rounds + 1)  # each round draws the next `grow` steps of one run that admits 1% more per step
     linear = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
-              "schedule_type": "fixed_linear"}
-    entries = {"steady pool (percentile 50)": (dict(linear, min_difficulty=50, schedule_config={  # 50 for ~1e7 steps
-                   "total_curriculum_step": 10**9, "difficulty_step": 1}), a.steps),
-               f"pool growing by {N // 100:,} ids per step": (dict(linear, schedule_config={
-                   "total_curriculum_step": 99, "difficulty_step": 1}), grow)}
+              "schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 99, "difficulty_step": 1}}
+    steady = dict(linear, min_difficulty=50, schedule_config={"total_curriculum_step": 10**9, "difficulty_step": 1})
+    entries = {"steady pool (percentile 50)": (steady, a.steps),  # (entry, batches per round)
+               f"pool growing by {N // 100:,} ids per step": (linear, grow)}
     deepspeed, work = deepspeed_init(29534), tempfile.mkdtemp(prefix="bench_sampler_")
-    if deepspeed:
-        import torch
-        from deepspeed.runtime.data_pipeline.data_sampling import utils
-        from deepspeed.runtime.data_pipeline.data_sampling.data_sampler import DeepSpeedDataSampler
-
-        path = os.path.join(work, "m_index_to_sample_percentile_merged")  # DeepSpeed's layout: 100 rows of sorted ids
-        builder = utils.create_mmap_dataset_builder(path, np.int64)
-        for chunk in np.array_split(index_to_sample, 100):
-            builder.add_item(torch.from_numpy(chunk))
-        utils.close_mmap_dataset_builder(builder, path)
-    cases = {}  # in the order of the rounds: ours, DeepSpeed, ours, DeepSpeed
-    for i, (name, (entry, k)) in enumerate(entries.items()):
-        c = {"name": "m", "difficulty_type": "percentile", "get_difficulty": CurriculumScheduler(entry).get_difficulty,
-             "max_difficulty": 100, "index_to_sample": index_to_sample, "index_to_metric": None}
-        cases[name, "ours"] = (CurriculumSampler(N, G, curricula=[c], deepspeed=True).next_global_batch, k)
-        if deepspeed:
-            metric = dict(entry, index_to_sample_path=path, index_to_metric_path=path, clustering_type="schedule_based")
-            cl = {"enabled": True, "data_cluster_path": os.path.join(work, f"clusters{i}"),
-                  "curriculum_metrics": {"m": metric}}
-            config = {"seed": 0, "data_sampling": {"num_epochs": 1, "curriculum_learning": cl}}
-            ds = DeepSpeedDataSampler(config, N, G, 0, 1, deepspeed.comm.get_world_group(), 1, 0)
-            cases[name, "DeepSpeed"] = (ds.get_next_global_batch, k)
+    theirs = deepspeed_samplers(deepspeed, entries, index_to_sample, work, N, G) if deepspeed else {}
 
     def batches(fn, k):
         return lambda: [fn() for _ in range(k)]  # one round: k global batches
 
-    times = interleaved({key: batches(fn, k) for key, (fn, k) in cases.items()}, a.rounds)
+    cases = {}  # in the order of the rounds: ours, DeepSpeed, ours, DeepSpeed
+    for name, (entry, k) in entries.items():
+        c = {"name": "m", "difficulty_type": "percentile", "get_difficulty": CurriculumScheduler(entry).get_difficulty,
+             "max_difficulty": 100, "index_to_sample": index_to_sample, "index_to_metric": None}
+        cases[name, "ours"] = batches(CurriculumSampler(N, G, curricula=[c], deepspeed=True).next_global_batch, k)
+        if name in theirs:
+            cases[name, "DeepSpeed"] = batches(theirs[name].get_next_global_batch, k)
+    times = interleaved(cases, a.rounds)
     shutil.rmtree(work)
-    print(f"sampler: {N:,} samples, global batch {G}, {threads} thread(s); ms per global batch, median (min-max) of "
-          f"{a.rounds} interleaved rounds (ours, DeepSpeed, ...) after 1 warmup round")
-    print(f"{'':40} {'ours':>26} {'DeepSpeedDataSampler':>26} {'ratio':>7}")
+    print(f"sampler: {N:,} samples, global batch {G}, ms per global batch; " + stated("cpu", a.threads, a.rounds, 1))
+    W = (-40, 26, 26, 7)
+    row(W, "", "ours", "DeepSpeedDataSampler", "ratio")
     for name, (_, k) in entries.items():
         ours, ds = times[name, "ours"], times.get((name, "DeepSpeed"))
-        ratio = f"{statistics.median(ds) / statistics.median(ours):>6.1f}x" if ds else ""
-        print(f"{name:40} {med_range(ours, 1000 / k):>26} {med_range(ds, 1000 / k) if ds else '-':>26} {ratio:>7}")
+        ratio = f"{statistics.median(ds) / statistics.median(ours):.1f}x" if ds else ""
+        row(W, name, med_range(ours, 1000 / k), med_range(ds, 1000 / k) if ds else "-", ratio)
 
 
 # -----------------------------------------------------------------------------
@@ -230,35 +243,22 @@ def bench_sampler(args):
 
 
 def bench_ltd(args):
-    """Training-step time (forward + backward) with random-LTD at several kept ratios vs the FLOPs it saves.
-
-    efficiency = (1 - t_ltd / t_dense) / (1 - flops_ltd / flops_dense): 1.0 means the wall clock
-    falls exactly as much as the counted FLOPs; the paper got about 0.77 on GPUs. Eager rows, and
-    torch.compile'd rows (default on CUDA). Defaults: GPT-2 small on CUDA (bf16), a small model on CPU.
-    Returns {r: (time ratio, FLOP ratio)} of the first mode.
-    """
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from model import GPT, GPTConfig, compile_model
-
-    cuda = torch.cuda.is_available()
-    shape = (12, 12, 768, 1024, 16, 50304) if cuda else (12, 6, 384, 512, 4, 257)  # L, heads, C, T, B, vocab
-    p = argparse.ArgumentParser(prog="bench.py ltd")
-    for name, default in zip(("n_layer", "n_head", "n_embd", "block_size", "batch_size", "vocab_size"), shape):
-        p.add_argument(f"--{name}", type=int, default=default)
-    p.add_argument("--ratios", default="0.75,0.5,0.25", help="kept ratios r/T to measure")
-    p.add_argument("--iters", type=int, default=6, help="timed rounds, interleaved (median and range are reported)")
-    p.add_argument("--modes", default="eager,compiled" if cuda else "eager", help="eager and/or compiled")
-    p.add_argument("--threads", type=int, default=torch.get_num_threads() if cuda else 1, help="torch intra-op threads")
-    a = p.parse_args(args)
-    device, threads = "cuda" if cuda else "cpu", pin_threads(a.threads)
+    """Training-step time (forward + backward) with random-LTD at several kept ratios vs the FLOPs it saves:
+    efficiency = (1 - t_ltd / t_dense) / (1 - flops_ltd / flops_dense), 1.0 when the wall clock falls exactly as
+    much as the counted FLOPs (the paper: about 0.77 on GPUs). Eager and (default on CUDA) compiled rows; GPT-2
+    small in bf16 on CUDA, a small model on CPU. Returns {r: (time ratio, FLOP ratio)} of the first mode."""
+    device, ctx, where = device_autocast()
+    shape = (12, 12, 768, 1024, 16, 50304) if device == "cuda" else (12, 6, 384, 512, 4, 257)
+    names = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "vocab_size")
+    a = setup("ltd", args, **dict(zip(names, shape)),
+              ratios=("0.75,0.5,0.25", "kept ratios r/T to measure"), iters=6,
+              modes=("eager,compiled" if device == "cuda" else "eager", "eager and/or compiled"),
+              threads=torch.get_num_threads() if device == "cuda" else 1)
     torch.manual_seed(0)
     T = a.block_size
     config = GPTConfig(block_size=T, vocab_size=a.vocab_size, n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd)
     model = GPT(config).to(device)
     x = torch.randint(0, a.vocab_size, (a.batch_size, T + 1), device=device)
-    ctx = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
     gen = torch.Generator(device=device).manual_seed(0)
     keeps = [T] + [max(1, int(T * float(r))) for r in a.ratios.split(",")]  # T = dense
     # (dense, LTD) nets per mode; compiled as train.py does: a dense run static, an LTD run with symbolic shapes
@@ -278,18 +278,16 @@ def bench_ltd(args):
             step((model, model), keep)
         flops[keep] = fc.get_total_flops()
     cases = {(m, k): (lambda m=m, k=k: step(modes[m], k)) for m in modes for k in keeps}
-    times = interleaved(cases, a.iters, warmup=2, sync=torch.cuda.synchronize if cuda else lambda: None)
+    times = interleaved(cases, a.iters, warmup=2, sync=torch.cuda.synchronize if device == "cuda" else lambda: None)
     med = {c: statistics.median(t) for c, t in times.items()}
-    where = torch.cuda.get_device_name() + " bf16" if cuda else "cpu fp32"
     print(f"random-LTD, {a.n_layer} layers (dropping {len(model.ltd_layers)}), n_embd {a.n_embd}, T {T}, "
-          f"batch {a.batch_size}, vocab {a.vocab_size}, {where}, torch {torch.__version__}, {threads} threads, "
-          f"{a.iters} interleaved rounds: median (min-max)")
-    print(f"{'mode':>8} {'kept r/T':>8} {'r':>5} {'ms/step':>22} {'time ratio':>10} {'FLOP ratio':>10} "
-          f"{'efficiency':>10}")
+          f"batch {a.batch_size}, vocab {a.vocab_size}, " + stated(where, a.threads, a.iters, 2))
+    W = (8, 8, 5, 22, 10, 10, 10)
+    row(W, "mode", "kept r/T", "r", "ms/step", "time ratio", "FLOP ratio", "efficiency")
     for m, k in cases:
         tr, fr = med[m, k] / med[m, T], flops[k] / flops[T]
         eff = (1 - tr) / (1 - fr) if k < T else float("nan")
-        print(f"{m:>8} {k / T:>8.2f} {k:>5} {med_range(times[m, k], 1000):>22} {tr:>10.3f} {fr:>10.3f} {eff:>10.2f}")
+        row(W, m, f"{k / T:.2f}", k, med_range(times[m, k], 1000), f"{tr:.3f}", f"{fr:.3f}", f"{eff:.2f}")
     for m in modes:
         print(f"{m}: dense step {flops[T] / med[m, T] / 1e12:.2f} TFLOP/s achieved (counted matmul + attention FLOPs)")
     first = next(iter(modes))
@@ -301,66 +299,45 @@ def bench_ltd(args):
 
 
 def bench_dense(args):
-    """Tokens/s of a full training step (forward, backward, clip, AdamW) for our GPT and, given its
-    model.py, nanoGPT's GPT: same config, same batches, same optimizer settings, rounds interleaved."""
-    import importlib.util
-
-    import torch
-
-    from model import GPT, GPTConfig
-
-    p = argparse.ArgumentParser(prog="bench.py dense")
-    p.add_argument("--nanogpt", default="", help="path to karpathy/nanoGPT's model.py (not shipped here)")
-    p.add_argument("--n_layer", type=int, default=4)
-    p.add_argument("--n_head", type=int, default=4)
-    p.add_argument("--n_embd", type=int, default=128)
-    p.add_argument("--block_size", type=int, default=128)
-    p.add_argument("--batch_size", type=int, default=16)
-    p.add_argument("--iters", type=int, default=30, help="timed steps per model (median is reported)")
-    a = p.parse_args(args)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    shape = dict(block_size=a.block_size, vocab_size=257, n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd, dropout=0.0, bias=False)
+    """Tokens/s of a full training step (forward, backward, clip, AdamW) for our GPT and, given its model.py,
+    nanoGPT's GPT: same config, same batches, same optimizer settings. Returns {name: median seconds}."""
+    device, ctx, where = device_autocast()
+    a = setup("dense", args, nanogpt=("", "path to karpathy/nanoGPT's model.py (not shipped here)"), n_layer=4,
+              n_head=4, n_embd=128, block_size=128, batch_size=16, iters=30,
+              threads=torch.get_num_threads() if device == "cuda" else 1)
+    shape = dict(block_size=a.block_size, vocab_size=257, n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd,
+                 dropout=0.0, bias=False)
     models = {"ours (model.py)": GPT(GPTConfig(**shape))}
     if a.nanogpt:
         spec = importlib.util.spec_from_file_location("nanogpt_model", a.nanogpt)
         ref = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(ref)
-        models["nanoGPT (" + a.nanogpt + ")"] = ref.GPT(ref.GPTConfig(**shape))
+        models[f"nanoGPT ({a.nanogpt})"] = ref.GPT(ref.GPTConfig(**shape))
     gen = torch.Generator().manual_seed(0)
-    batches = [torch.randint(0, 257, (a.batch_size, a.block_size + 1), generator=gen).to(device) for _ in range(4)]
-    batches = [(b[:, :-1].contiguous(), b[:, 1:].contiguous()) for b in batches]  # as nanoGPT's get_batch makes them
-    steps = {}
-    for name, model in models.items():
-        model.to(device).train()
-        opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), device.split(":")[0])
+    xs = torch.randint(0, 257, (4, a.batch_size, a.block_size + 1), generator=gen).to(device)  # (4, B, T+1)
+    batches = [(b[:, :-1].contiguous(), b[:, 1:].contiguous()) for b in xs]  # as nanoGPT's get_batch makes them
 
-        def step(xy, model=model, opt=opt):
+    def step(model, opt, xy):
+        with ctx:
             _, loss = model(*xy)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            return loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
 
-        steps[name] = step
-    ctx = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
-    times = {name: [] for name in models}
-    with ctx:
-        for i in range(3 + a.iters):  # 3 warmup rounds, then interleaved timed rounds
-            for name, step in steps.items():
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                t, _ = _timed(lambda: step(batches[i % len(batches)]).item())
-                if i >= 3:
-                    times[name].append(t)
-    tokens = a.batch_size * a.block_size
-    med = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
-    print(f"dense training step: {a.n_layer} layers, n_embd {a.n_embd}, T {a.block_size}, batch {a.batch_size}, {device}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {a.iters}")
-    print(f"{'':58} {'ms/step':>9} {'tok/s':>10} {'vs ours':>8}")
-    ours = med["ours (model.py)"]
+    cases = {}  # each model cycles through the same 4 batches
+    for name, model in models.items():
+        opt = model.to(device).train().configure_optimizers(0.1, 1e-3, (0.9, 0.99), device)
+        cases[name] = lambda model=model, opt=opt, it=itertools.cycle(batches): step(model, opt, next(it))
+    times = interleaved(cases, a.iters, warmup=3, sync=torch.cuda.synchronize if device == "cuda" else lambda: None)
+    med = {name: statistics.median(t) for name, t in times.items()}
+    print(f"dense training step: {a.n_layer} layers, n_embd {a.n_embd}, T {a.block_size}, batch {a.batch_size}, "
+          + stated(where, a.threads, a.iters, 3))
+    W = (-58, 22, 10, 8)
+    row(W, "", "ms/step", "tok/s", "vs ours")
     for name, t in med.items():
-        print(f"{name[:58]:58} {1000 * t:>9.2f} {tokens / t:>10,.0f} {ours / t:>7.3f}x")
+        row(W, name[:58], med_range(times[name], 1000), f"{a.batch_size * a.block_size / t:,.0f}",
+            f"{med['ours (model.py)'] / t:.3f}x")
     if not a.nanogpt:
         print("(pass --nanogpt=path/to/nanoGPT/model.py to time nanoGPT's model beside ours)")
     return med
@@ -369,72 +346,69 @@ def bench_dense(args):
 # -----------------------------------------------------------------------------
 # data preparation
 
-_PREPARE_CHILD = """import os, sys, time
+PREPARE_CHILD = """import os, sys, time
 sys.path.insert(0, sys.argv[2])
 import data
-print(open('/proc/self/status').read().split('RssAnon:')[1].split()[0], flush=True)  # kB after imports
-sys.stdin.readline()  # the parent has read that level: go
+print('imported', flush=True)
+input()  # the parent has read our memory after imports: go
 t0 = time.perf_counter()
 data.prepare([os.path.join(sys.argv[1], 'src')], os.path.join(sys.argv[1], 'out'), block_size=128, verbose=False)
 print(time.perf_counter() - t0, flush=True)"""
 
 
-def _rss_anon_kb(pid):
+def rss_anon_kb(pid):
+    """A process's anonymous resident memory (no page cache, no mapped files) in kB; 0 once it has exited."""
     try:
         with open(f"/proc/{pid}/status") as f:
             return int(f.read().split("RssAnon:")[1].split()[0])
     except (OSError, IndexError):
-        return 0  # the process has just exited
+        return 0
 
 
 def bench_prepare(args):
     """data.prepare in a child process on copies of this Python's standard library (each file with a unique first
-    line, so none is a duplicate): peak anonymous memory (RssAnon, sampled every 5 ms, above its level after imports;
-    the page cache and mapped libraries are not in it) and input MB/s. --data_py_dir times another data.py."""
-    import subprocess
-    import sys
-    import sysconfig
-
-    p = argparse.ArgumentParser(prog="bench.py prepare")
-    p.add_argument("--sizes_mb", default="30,300,1000")
-    p.add_argument("--data_py_dir", default=os.path.dirname(os.path.abspath(__file__)))
-    a = p.parse_args(args)
+    line, so none is a duplicate): peak RssAnon (sampled every 5 ms, above its level after imports) and input MB/s."""
+    a = setup("prepare", args, sizes_mb="30,300,1000",
+              data_py_dir=(os.path.dirname(os.path.abspath(__file__)), "time the data.py in this directory"))
     root = sysconfig.get_paths()["stdlib"]
     files = [os.path.join(d, f) for d, _, names in os.walk(root) if "site-packages" not in d
              for f in names if f.endswith(".py")]
-    print(f"{'input MB':>9} {'files':>7} {'peak RssAnon MB':>16} {'seconds':>8} {'MB/s':>6}   {a.data_py_dir}/data.py")
+    W = (9, 7, 16, 8, 6)
+    row(W + (-1,), "input MB", "files", "peak RssAnon MB", "seconds", "MB/s", f"  {a.data_py_dir}/data.py")
     for mb in map(float, a.sizes_mb.split(",")):
         work, size, k = tempfile.mkdtemp(prefix="bench_prepare_"), 0, 0
+        os.makedirs(os.path.join(work, "src"))
         try:
-            while size < mb * 1e6:  # copy round k // len(files) of file k % len(files)
-                d = os.path.join(work, "src", str(k // len(files)))
-                os.makedirs(d, exist_ok=True)
-                with open(os.path.join(d, f"{k % len(files)}.py"), "wb") as f:
+            while size < mb * 1e6:  # copy k: file k % len(files), with a unique first line
+                with open(os.path.join(work, "src", f"{k}.py"), "wb") as f:
                     size += f.write(f"# copy {k}\n".encode() + open(files[k % len(files)], "rb").read())
                 k += 1
-            child = subprocess.Popen([sys.executable, "-c", _PREPARE_CHILD, work, a.data_py_dir], text=True,
+            child = subprocess.Popen([sys.executable, "-c", PREPARE_CHILD, work, a.data_py_dir], text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-            base = peak = int(child.stdout.readline())
+            child.stdout.readline()  # it has imported data.py and waits for us
+            base = peak = rss_anon_kb(child.pid)
             child.stdin.write("\n")
             child.stdin.flush()
             while child.poll() is None:
-                peak = max(peak, _rss_anon_kb(child.pid))
+                peak = max(peak, rss_anon_kb(child.pid))
                 time.sleep(0.005)
             seconds = float(child.stdout.readline())
         finally:
             shutil.rmtree(work)
-        print(f"{size / 1e6:9.0f} {k:7,} {(peak - base) / 1024:16.1f} {seconds:8.1f} {size / 1e6 / seconds:6.0f}")
+        row(W, f"{size / 1e6:.0f}", f"{k:,}", f"{(peak - base) / 1024:.1f}", f"{seconds:.1f}",
+            f"{size / 1e6 / seconds:.0f}")
 
 
 # -----------------------------------------------------------------------------
 
 
 def main(argv=None):
+    benches = {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd, "dense": bench_dense,
+               "prepare": bench_prepare}
+    argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["analyzer", "sampler", "ltd", "dense", "prepare"])
-    args, rest = p.parse_known_args(argv)
-    {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd, "dense": bench_dense,
-     "prepare": bench_prepare}[args.what](rest)
+    p.add_argument("what", choices=benches)
+    benches[p.parse_args(argv[:1]).what](argv[1:])  # the rest are the benchmark's own options (bench.py ltd --help)
 
 
 if __name__ == "__main__":
