@@ -14,6 +14,17 @@ loss (or perplexity) divided by the base run's:
     AutoScale: optima n1 at one scale and n2 one step larger predict, t steps from n1,
         n(t) = n1 * (n2 / n1) ** t        (elementwise; t = 2 is the next step; sum n(t) is an output)
 
+The procedure, end to end with train.py (progress bar over the runs, a table at the end):
+
+    python mixture.py                        # 3 domains of the standard library: 7 + 7 + 6 runs, ~20 CPU minutes
+    python mixture.py --n1=100000 --n2=200000 --t=3 --seeds=1,2,3 --n_embd=128 --data_dir=D
+
+    at N1 and at N2 tokens: 2m + 1 runs, weights = amounts / total, budget = total; fits; DDO (total m,
+        x_i >= lower) -> n1, n2 in tokens;  at the target N1 * (N2 / N1) ** t: uniform, n1's proportions
+        and n(t)'s proportions, each with every seed
+    target loss = mean over domains of the domain's val loss (--target=balanced, as the notebook averages
+        its domains), or weighted by the domains' shares of the val split (--target=natural)
+
 But:
 - three points are fitted exactly (one equation in b after eliminating a and c, by bisection),
   not by scipy's curve_fit; of the two exact solutions we return the larger-b one, which is what
@@ -22,10 +33,21 @@ But:
 - the DDO optimum is exact (bisection on the KKT multiplier), for all domains and the lower bound
   at once; the notebook pins GitHub at 0.2 by hand, then runs 10,000 projected-gradient steps;
 - the notebook's fit uses x = 1/5 for the reduced runs while its text and plots say 1/3;
-  perturbed_amounts takes the factors as an argument (default 1/3 and 3).
+  perturbed_amounts takes the factors as an argument (default 1/3 and 3);
+- the command fits the amounts actually drawn (the sampler rounds each batch to whole rows per
+  domain), not the nominal ones; a domain whose three points fit no power law keeps its base amount.
 """
 
+import argparse
+import contextlib
+import fractions
+import functools
+import os
+import sys
+import time
+
 import numpy as np
+from tqdm import tqdm
 
 
 def power_law(x, a, b, c):
@@ -223,3 +245,108 @@ def weights_from_amounts(n):
     if np.any(n < 0) or n.sum() <= 0:
         raise ValueError(f"amounts must be >= 0 with a positive sum, got {n}")
     return n / n.sum()
+
+
+# --- the procedure: python mixture.py -----------------------------------------------------------
+
+def constrained_optimum(fits, m, lower):
+    """DDO over the fitted domains (total: their count); an unfitted domain (None) keeps its base amount, x = 1."""
+    x = np.ones(m)
+    free = [i for i, f in enumerate(fits) if f is not None]
+    if free:
+        x[free] = ddo_optimum([fits[i] for i in free], float(len(free)), lower)  # sum x = m, as at the base run
+    return x
+
+
+def one_run(trainer, amounts, seed, tag, target_w, bar):
+    """trainer(amounts, seed, tag) -> (val loss per domain, tokens drawn per domain) -> a row of the table."""
+    bar.set_description(tag)
+    losses, tokens = trainer(np.asarray(amounts, dtype=np.float64), seed, tag)
+    bar.update()
+    losses = np.asarray(losses, dtype=np.float64)
+    return {"tag": tag, "tokens": np.asarray(tokens, dtype=np.float64), "losses": losses,
+            "loss": float(target_w @ losses)}  # target = sum_k w_k loss_k (w_k = 1 / m when balanced)
+
+
+def run_scale(trainer, N, names, a, target_w, bar, key):
+    """The 2m + 1 runs at base total N, one fit per domain, the DDO optimum -> a dict for the table."""
+    m, down, up = len(names), *a.factors
+    runs = [one_run(trainer, amounts, a.seed, f"{key}_{label}", target_w, bar) for amounts, label in
+            zip(perturbed_amounts(np.full(m, N / m), a.factors),
+                ["base"] + [f"{d}_x{down:.3g}" for d in names] + [f"{d}_x{up:.3g}" for d in names])]
+    fits, notes = [], []
+    for i, name in enumerate(names):
+        rows = [runs[1 + i], runs[0], runs[1 + m + i]]  # down, base, up
+        x = [r["tokens"][i] / (N / m) for r in rows]  # drawn amounts relative to the base share
+        y = [r["loss"] / runs[0]["loss"] for r in rows]  # y = loss / base loss
+        try:
+            fits.append(fit_power_law(x, y))
+        except ValueError as e:
+            fits.append(None)
+            notes.append(f"{name} unfitted ({str(e).split(';')[0]}): kept at its base amount")
+    x = constrained_optimum(fits, m, a.lower)
+    return {"key": key, "N": N, "runs": runs, "fits": fits, "notes": notes, "x": x, "n": x * N / m}
+
+
+def autoscale(trainer, names, a, train_tokens, target_w):
+    """The whole procedure with trainer(amounts, seed, tag) -> (losses per domain, tokens per domain)."""
+    m, target_w = len(names), np.asarray(target_w, dtype=np.float64)
+    n_runs = 2 * (2 * m + 1) + 3 * len(a.seeds)
+    with tqdm(total=n_runs, unit="run", file=sys.stderr) as bar:
+        scales = [run_scale(trainer, N, names, a, target_w, bar, key) for N, key in ((a.n1, "n1"), (a.n2, "n2"))]
+        predicted = autoscale_predict(scales[0]["n"], scales[1]["n"], a.t)  # n1 * (n2 / n1) ** t
+        budget = round(a.n1 * (a.n2 / a.n1) ** a.t)  # the target scale, t steps of N2 / N1 on from N1
+        weightings = {"uniform": np.full(m, 1 / m), "n1 reused": weights_from_amounts(scales[0]["n"]),
+                      "AutoScale": weights_from_amounts(predicted)}
+        target = {name: [one_run(trainer, w * budget, s, f"target_{name.replace(' ', '_')}_s{s}", target_w, bar)
+                         for s in a.seeds] for name, w in weightings.items()}
+    return {"names": names, "scales": scales, "predicted": predicted, "budget": budget, "target": target,
+            "train_tokens": np.asarray(train_tokens, dtype=np.float64), "a": a}
+
+
+def train_run(a, names, eval_ids, amounts, seed, tag):
+    """One train.py run on `amounts` tokens per domain: weights = amounts / total, budget = total (train.py
+    rounds it up to whole steps) -> (val loss per domain on eval_ids, tokens drawn per domain)."""
+    import train  # subtle: torch loads here, so the maths above and --help stay light
+    from sampler import domain_counts
+    out_dir = os.path.join(a.out_dir, tag)
+    os.makedirs(out_dir, exist_ok=True)
+    weights = ",".join(f"{d}={w!r}" for d, w in zip(names, amounts / amounts.sum()))
+    cfg = train.config.parse_args(train_args(a) + [
+        f"--domain_weights={weights}", f"--max_tokens={round(amounts.sum())}", "--max_iters=0", f"--seed={seed}",
+        f"--out_dir={out_dir}", "--save_checkpoint=false", "--sample_tokens=0", "--log_interval=1000000",
+        "--eval_samples=1", "--eval_interval=1000000000"])  # train.py's own eval (natural mixture) is not used
+    with open(os.path.join(out_dir, "train.log"), "w") as log, contextlib.redirect_stdout(log):
+        out = train.train(cfg)
+    model, val = out["model"], out["val_data"]
+    device = str(next(model.parameters()).device)
+    losses = [train.estimate_loss(model, val, ids, cfg.batch_size, contextlib.nullcontext(), 0, 1, False, device)
+              for ids in eval_ids]
+    counts = domain_counts(train.config.domain_weights(cfg.domain_weights, names), cfg.batch_size)  # rows per batch
+    return losses, counts * out["iter_num"] * cfg.block_size
+
+
+def train_args(a):
+    return [f"--{k}={getattr(a, k)}" for k in ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "threads")] + \
+        [f"--data_dir={a.data_dir}"] + a.train_args.split()
+
+
+def domain_data(a):
+    """-> (domain names, train tokens per domain, eval window ids per domain, val share per domain)."""
+    import data
+    if not a.data_dir and not os.path.exists(os.path.join(data.DEFAULT_DIR, "meta.json")):
+        data.prepare(out_dir=data.DEFAULT_DIR)  # the standard library in domains code, tests, prose
+    d = a.data_dir or data.DEFAULT_DIR
+    names = data.load_meta(d).get("domains") or []
+    if len(names) < 2:
+        raise ValueError(f"{d} has {len(names)} domain(s); prepare a corpus with domains: python data.py --domain NAME=GLOB ...")
+    train_ids = data.SampleWindows(os.path.join(d, "train.bin"), a.block_size).domains
+    val_ids = data.SampleWindows(os.path.join(d, "val.bin"), a.block_size).domains
+    eval_ids = []
+    for k, name in enumerate(names):
+        ids = np.flatnonzero(val_ids == k)
+        if len(ids) == 0:
+            raise ValueError(f"domain {name} has no val window of {a.block_size + 1} tokens; lower --block_size")
+        eval_ids.append(ids[np.linspace(0, len(ids) - 1, min(len(ids), a.eval_per_domain)).astype(np.int64)])
+    val_share = np.bincount(val_ids, minlength=len(names)) / len(val_ids)
+    return names, np.bincount(train_ids, minlength=len(names)) * a.block_size, eval_ids, val_share
