@@ -350,8 +350,9 @@ def fit_domain(name, x, y, lower):
     """(a, b, c) of one domain, or (None, note): a domain that fits no usable power law keeps its base amount."""
     try:
         a, b, c = fit_power_law(x, y)
-    except ValueError as e:
-        return None, f"{name} unfitted ({str(e).split(';')[0]}): kept at its base amount"
+    except ValueError:  # the points are printed beside the note
+        why = "its loss does not fall as x grows" if not y[0] > y[1] > y[2] else "no such law passes its points"
+        return None, f"{name} unfitted ({why}; a convex fall is needed): kept at its base amount"
     if a + lower <= 0:  # subtle: ddo_optimum needs the law defined down to the bound
         return None, f"{name} unfitted (a={a:.3g}: its pole lies above --lower={lower:g}): kept at its base amount"
     return (a, b, c), None
@@ -475,8 +476,9 @@ def compare(result, other):
     mine, theirs = ([r["loss"] for r in result["target"][k]] for k in ("AutoScale", other))
     d = np.mean(mine) - np.mean(theirs)
     overlap = max(min(mine), min(theirs)) <= min(max(mine), max(theirs))
-    return (f"AutoScale vs {other}: {np.mean(mine):.4f} vs {np.mean(theirs):.4f}, {'lower' if d < 0 else 'higher'} by "
-            f"{abs(d):.4f}; the seed ranges {'overlap' if overlap else 'do not overlap'}")
+    how = "equal to 4 decimals" if abs(d) < 5e-5 else f"{'lower' if d < 0 else 'higher'} by {abs(d):.4f}"
+    return (f"AutoScale vs {other}: {np.mean(mine):.4f} vs {np.mean(theirs):.4f}, {how}; "
+            f"the seed ranges {'overlap' if overlap else 'do not overlap'}")
 
 
 def format_passes(result):

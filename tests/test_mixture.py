@@ -333,6 +333,18 @@ def test_table_lists_the_three_weightings_with_their_seed_spread(capsys):
     assert any(s.startswith("AutoScale vs n1 reused") for s in table)
 
 
+def test_verdict_wording():
+    def result(autoscale, other):
+        return {"target": {"AutoScale": [{"loss": v} for v in autoscale], "uniform": [{"loss": v} for v in other]}}
+
+    assert mixture.compare(result([2.0, 2.2], [2.3, 2.5]), "uniform") == \
+        "AutoScale vs uniform: 2.1000 vs 2.4000, lower by 0.3000; the seed ranges do not overlap"
+    assert mixture.compare(result([2.3, 2.5], [2.0, 2.45]), "uniform") == \
+        "AutoScale vs uniform: 2.4000 vs 2.2250, higher by 0.1750; the seed ranges overlap"
+    assert mixture.compare(result([2.0, 2.4], [2.1, 2.3]), "uniform") == \
+        "AutoScale vs uniform: 2.2000 vs 2.2000, equal to 4 decimals; the seed ranges overlap"
+
+
 def test_an_unfitted_domain_keeps_its_base_amount():
     class Flat(FakeTrainer):  # prose does not help: its loss rises as prose grows
         def __call__(self, amounts, seed, tag):
@@ -342,7 +354,8 @@ def test_an_unfitted_domain_keeps_its_base_amount():
     result, _ = run_fake(trainer=Flat())
     for s in result["scales"]:
         assert s["fits"][2] is None and s["x"][2] == 1.0 and s["x"][:2].sum() == pytest.approx(2.0)
-        assert any(n.startswith("prose unfitted") for n in s["notes"])
+        assert s["notes"] == ["prose unfitted (its loss does not fall as x grows; a convex fall is needed): "
+                              "kept at its base amount"]
 
 
 def test_a_fit_with_its_pole_above_the_lower_bound_is_not_used():
