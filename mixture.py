@@ -49,10 +49,13 @@ import functools
 import os
 import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 from tqdm import tqdm
+
+import config  # train.py's flags, checked before any run (no torch)
+from config import opt  # a dataclass field with its --help text, as train.py's options
 
 
 def power_law(x, a, b, c):
@@ -254,10 +257,6 @@ def weights_from_amounts(n):
 
 # --- the procedure: python mixture.py ------------------------------------------------------------
 
-def opt(default, help):
-    return field(default=default, metadata={"help": help})
-
-
 @dataclass
 class MixtureConfig:
     # the procedure
@@ -333,7 +332,6 @@ def check(a):
         raise ValueError(f"--target={a.target} unknown; use balanced (mean over domains) or natural (val shares)")
     if a.eval_per_domain < 1:
         raise ValueError(f"--eval_per_domain={a.eval_per_domain} must be at least 1")
-    import config  # train.py's options, checked here once (no torch yet)
     mine = [s for s in a.train_args.split() if s.lstrip("-").split("=")[0] in SET_PER_RUN]
     if mine:
         raise ValueError(f"--train_args sets {' '.join(mine)}, which mixture.py sets for every run; drop it")
