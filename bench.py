@@ -117,11 +117,10 @@ def deepspeed_init(port):
 def bench_analyzer(args):
     """vocab_rarity over the same samples: our analyzer vs DeepSpeed's DataAnalyzer (map + reduce), which gets
     what a tuned user would give it: whole batches (see the line it prints)."""
-    a = setup("analyzer", args, data_dir=data.DEFAULT_DIR, block_size=(128, "T; the README quotes 128 and 1024"),
+    a = setup("analyzer", args, data_dir=("", 'a prepared corpus; "" = the standard library'), block_size=(128, "T; the README quotes 128 and 1024"),
               num_samples=(50000, "analyze the first this many samples"), threads=1, rounds=5,
               num_workers=(1, "our worker processes, and DeepSpeed's num_threads"))
-    if not os.path.exists(os.path.join(a.data_dir, "meta.json")):
-        data.prepare(out_dir=a.data_dir, verbose=False)  # the default corpus is prepared on first use
+    a.data_dir = data.corpus_dir(a.data_dir)
     T, src = a.block_size, data.SampleWindows(os.path.join(a.data_dir, "train.bin"), a.block_size)
     n, work = min(a.num_samples, len(src)), tempfile.mkdtemp(prefix="bench_analyzer_")
     bin_path = os.path.join(work, "train.bin")  # the same first n samples, for both analyzers

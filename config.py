@@ -23,6 +23,7 @@ But:
   ignored, and any other unknown key or mistyped value is an error.
 """
 
+import argparse
 import json
 import os
 import re
@@ -102,55 +103,51 @@ class TrainConfig:
     ltd_layers: str = opt("", 'comma-separated dropping layers; "" = 1 .. n_layer-2')
 
 
-USAGE = """usage: python train.py [--key=value ...]
-       torchrun --standalone --nproc_per_node=N train.py [--key=value ...]
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one ValueError line (for main's handler), not a usage block and exit code 2."""
 
-    python train.py                                          # small GPT on the standard library, a few CPU minutes
-    python train.py --config examples/ds_config_cl_ltd.json  # a DeepSpeed data_efficiency section, unchanged
+    def error(self, message):
+        message = re.sub(r"^argument (--\w+): (invalid \w+ value)", r"\1: \2", message)
+        raise ValueError(message.replace("unrecognized arguments", "unknown option") + f"; see {self.prog} --help")
+
+
+def to_bool(text):
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
+to_bool.__name__ = "bool"  # argparse names the type in its error: "invalid bool value"
+
+
+def parse(cls, argv, prog, description=""):
+    """--key=value (or --key value; a boolean also as --key) for every field of the dataclass cls -> cls(...).
+
+    The one way the scripts build their command lines: typed as each field's default, --help from the
+    fields' help, unknown or mistyped options a one-line ValueError.
+    """
+    p = Parser(prog=prog, usage=f"python {prog} [--key=value ...]", description=description, allow_abbrev=False,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    for f in fields(cls):
+        kind, help = type(f.default), f"{f.metadata.get('help', '')} (default: {f.default!r})".replace("%", "%%")
+        extra = {"nargs": "?", "const": True} if kind is bool else {}
+        p.add_argument(f"--{f.name}", type=to_bool if kind is bool else kind, default=f.default, help=help,
+                       metavar=kind.__name__.upper(), **extra)
+    return cls(**vars(p.parse_args(argv)))
+
+
+USAGE = """  python train.py                                          # small GPT on the standard library, a few CPU minutes
+  python train.py --config examples/ds_config_cl_ltd.json  # a DeepSpeed data_efficiency section, unchanged
+  torchrun --standalone --nproc_per_node=N train.py [--key=value ...]
 
 --max_iters=0 --max_tokens=N runs on a token budget; the two cannot both be 0."""
 
 
-def print_help():
-    print(USAGE + "\n\noptions (--key=value; booleans also as --key):")
-    for f in fields(TrainConfig):
-        print(f"  --{f.name:<24} {f.default!r:<14} {f.metadata['help']}")
-
-
-# -----------------------------------------------------------------------------
-# command line
-
-
-def parse_value(name, typ, text):
-    if typ is bool:
-        if text.lower() in ("1", "true", "yes", "on", ""):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"--{name} expects true or false, got {text!r}")
-    try:
-        return typ(text)
-    except ValueError:
-        raise ValueError(f"--{name} expects {typ.__name__}, got {text!r}") from None
-
-
 def parse_args(argv):
-    """--key=value (or --key value, or --flag for booleans) -> checked TrainConfig; ValueError on bad input."""
-    cfg, types = TrainConfig(), {f.name: type(f.default) for f in fields(TrainConfig)}
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if not arg.startswith("--"):
-            raise ValueError(f"unexpected argument {arg!r}; options look like --key=value (see --help)")
-        key, eq, val = arg[2:].partition("=")
-        if key not in types:
-            raise ValueError(f"unknown option --{key}; see python train.py --help for the list")
-        if not eq and types[key] is not bool:
-            if i + 1 >= len(argv):
-                raise ValueError(f"--{key} needs a value, e.g. --{key}={getattr(cfg, key)!r}")
-            i, val = i + 1, argv[i + 1]
-        setattr(cfg, key, parse_value(key, types[key], val))
-        i += 1
+    """train.py's command line -> a checked TrainConfig; ValueError with one line on bad input."""
+    cfg = parse(TrainConfig, argv, "train.py", USAGE)
     check(cfg)
     return cfg
 

@@ -555,21 +555,25 @@ class SampleWindows:
 
 
 
-def load_splits(data_dir, block_size, vocab_size=None, prepare_default=True, wait=None):
-    """-> (train windows, val windows, meta) of data_dir; "" means the default corpus, prepared on first use.
+def corpus_dir(data_dir="", prepare_default=True):
+    """data_dir, or "" for the default corpus (the standard library), which is prepared here on first use.
 
-    Under torchrun rank 0 passes prepare_default=True, the others False, and all pass wait=barrier.
+    The one place that prepares the default corpus: train.py, reproduce.py, mixture.py and bench.py call it.
     """
-    path = data_dir or DEFAULT_DIR
-    if not data_dir:
-        if prepare_default and not os.path.exists(os.path.join(path, "meta.json")):
-            print("preparing the default corpus (the Python standard library's .py files) ...", flush=True)
-            prepare(out_dir=path)
-        if wait:
-            wait()  # subtle: every rank waits, whether or not it saw the corpus missing
-    meta = load_meta(path, vocab_size)  # checks the largest token id against the vocabulary
-    train, val = (SampleWindows(os.path.join(path, f"{split}.bin"), block_size) for split in ("train", "val"))
+    if data_dir:
+        return data_dir
+    if prepare_default and not os.path.exists(os.path.join(DEFAULT_DIR, "meta.json")):
+        print("preparing the default corpus (the Python standard library's .py files) ...", flush=True)
+        prepare(out_dir=DEFAULT_DIR)
+    return DEFAULT_DIR
+
+
+def load_splits(data_dir, block_size, vocab_size=None):
+    """-> (train windows, val windows, meta) of a prepared data_dir, checked (see load_meta)."""
+    meta = load_meta(data_dir, vocab_size)  # checks the largest token id against the vocabulary
+    train, val = (SampleWindows(os.path.join(data_dir, f"{split}.bin"), block_size) for split in ("train", "val"))
     return train, val, meta
+
 
 # -----------------------------------------------------------------------------
 

@@ -525,9 +525,7 @@ def train_run(a, names, eval_ids, amounts, seed, tag):
     with open(os.path.join(out_dir, "train.log"), "w") as log, contextlib.redirect_stdout(log):
         out = train.train(cfg)
     model, val = out["model"], out["val_data"]
-    device = str(next(model.parameters()).device)
-    losses = [train.estimate_loss(model, val, ids, cfg.batch_size, contextlib.nullcontext(), 0, 1, False, device)
-              for ids in eval_ids]
+    losses = [train.estimate_loss(model, val, ids, cfg.batch_size) for ids in eval_ids]
     G = cfg.global_batch_size or cfg.batch_size  # one process
     counts = domain_counts(train.config.domain_weights(cfg.domain_weights, names), G)  # rows per batch, (m,)
     return losses, counts / G * out["raw_tokens"]  # tokens drawn per domain
@@ -536,9 +534,7 @@ def train_run(a, names, eval_ids, amounts, seed, tag):
 def domain_data(a):
     """-> (domain names, train tokens per domain, eval window ids per domain, val share per domain)."""
     import data
-    if not a.data_dir and not os.path.exists(os.path.join(data.DEFAULT_DIR, "meta.json")):
-        data.prepare(out_dir=data.DEFAULT_DIR)  # the standard library in domains code, tests, prose
-    d = a.data_dir or data.DEFAULT_DIR
+    d = data.corpus_dir(a.data_dir)  # "": the standard library in domains code, tests, prose
     names = data.load_meta(d).get("domains") or []
     if len(names) < 2:
         raise ValueError(f"{d} has {len(names)} domain(s), AutoScale needs two or more; prepare a corpus with "

@@ -98,9 +98,7 @@ def ratio_spec(ratio, n_embd, n_layer=4, T=128, G=16, vocab=257):
 
 def corpus_tokens(data_dir, block_size):
     """Trainable tokens of the train split (windows * T), preparing the default corpus on first use."""
-    data_dir = data_dir or data.DEFAULT_DIR
-    if not os.path.exists(os.path.join(data_dir, "meta.json")):
-        data.prepare(out_dir=data_dir)
+    data_dir = data.corpus_dir(data_dir)
     return len(data.SampleWindows(os.path.join(data_dir, "train.bin"), block_size)) * block_size
 
 

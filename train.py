@@ -27,8 +27,7 @@ import sys
 import config
 
 if __name__ == "__main__" and {"-h", "--help"} & set(sys.argv[1:]):
-    config.print_help()  # subtle: before torch loads (seconds), so --help answers at once
-    sys.exit(0)
+    config.parse_args(["--help"])  # subtle: before torch loads (seconds), so --help answers at once
 
 # the imports below wait for the --help check
 import gc
@@ -61,26 +60,44 @@ def print0(*args, **kwargs):
         print(*args, **kwargs, flush=True)
 
 
+def resolve_device(device, n_gpu, local_rank=0, local_world_size=1):
+    """This process's device from --device, torchrun's LOCAL_RANK / LOCAL_WORLD_SIZE and the visible GPUs.
+
+    auto -> cuda:LOCAL_RANK with GPUs, else cpu; cuda -> cuda:LOCAL_RANK; cuda:N -> cuda:N (one rank per machine).
+    Always an index (torch.cuda.set_device refuses a bare "cuda"). 2 GPUs: auto, rank 1 of 2 -> cuda:1.
+    """
+    if device == "auto":
+        device = "cuda" if n_gpu else "cpu"
+    if device == "cpu":
+        return device
+    if n_gpu == 0:
+        raise ValueError(f"--device={device} but torch sees no CUDA device; use --device=cpu")
+    if local_world_size > n_gpu:
+        raise ValueError(f"{local_world_size} ranks on this machine but {n_gpu} GPU(s); use torchrun "
+                         f"--nproc_per_node={n_gpu}, or --device=cpu for Gloo processes")
+    if device != "cuda" and local_world_size > 1:
+        raise ValueError(f"--device={device} would put {local_world_size} ranks on one GPU; use --device=cuda "
+                         "(each rank takes cuda:LOCAL_RANK)")
+    index = local_rank if device == "cuda" else int(device.split(":")[1])
+    if index >= n_gpu:
+        raise ValueError(f"--device={device} but this machine has {n_gpu} GPU(s), cuda:0..cuda:{n_gpu - 1}")
+    return f"cuda:{index}"
+
+
 def init_distributed(cfg):
     """-> (ddp, rank, world_size, device); torchrun sets RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE."""
     ddp = "RANK" in os.environ
-    env = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-    rank, world_size, local_rank = (int(os.environ[k]) for k in env) if ddp else (0, 1, 0)
-    device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda"):
-        n_gpu, local = torch.cuda.device_count(), int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
-        if n_gpu == 0:
-            raise ValueError(f"--device={cfg.device} but torch sees no CUDA device; use --device=cpu")
-        if ddp and local > n_gpu:
-            raise ValueError(f"{local} ranks on this machine but {n_gpu} GPU(s); use torchrun "
-                             f"--nproc_per_node={n_gpu}, or --device=cpu for Gloo processes")
-        device = f"cuda:{local_rank}" if ddp else device
+    env = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+    rank, world_size, local_rank, local_world = (int(os.environ[k]) for k in env) if ddp else (0, 1, 0, 1)
+    n_gpu = torch.cuda.device_count() if cfg.device != "cpu" else 0
+    device = resolve_device(cfg.device, n_gpu, local_rank, local_world)
+    if device != "cpu":
         torch.cuda.set_device(device)
-    if cfg.dtype == "float16" and not device.startswith("cuda"):
+    if cfg.dtype == "float16" and device == "cpu":
         raise ValueError("--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); "
                          "use float32 or bfloat16")
     if ddp:
-        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+        dist.init_process_group(backend="nccl" if device != "cpu" else "gloo")
     return ddp, rank, world_size, device
 
 
@@ -124,9 +141,11 @@ def decay_horizon(cfg, loader, ltd_sched, n_ltd, dense_step_tokens):
 
 
 @torch.no_grad()
-def estimate_loss(model, val_data, eval_ids, batch_size, ctx, rank, world_size, ddp, device):
-    """Mean val loss over the windows eval_ids (every token, dense); train mode restored after."""
+def estimate_loss(model, val_data, eval_ids, batch_size, ctx=nullcontext()):
+    """Mean val loss over the windows eval_ids (every token, dense), shared out over the ranks; train mode restored."""
     model.eval()
+    device = next(model.parameters()).device
+    rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     total = torch.zeros(2, device=device)  # (sum of per-window losses, windows)
     mine = eval_ids[rank::world_size]
     for chunk in (mine[i : i + batch_size] for i in range(0, len(mine), batch_size)):
@@ -134,7 +153,7 @@ def estimate_loss(model, val_data, eval_ids, batch_size, ctx, rank, world_size, 
         with ctx:
             _, loss = model(b[:, :-1], b[:, 1:])
         total += torch.stack([loss.float() * len(chunk), torch.tensor(float(len(chunk)), device=device)])
-    if ddp:
+    if world_size > 1:
         dist.all_reduce(total)
     model.train()
     return (total[0] / total[1]).item()
@@ -151,8 +170,9 @@ def setup(cfg, ddp, rank, world_size, device):
         raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * "
                          f"{world_size}; change --global_batch_size or --batch_size")
     notes = []
-    train_data, val_data, meta = data.load_splits(cfg.data_dir, cfg.block_size, cfg.vocab_size or None,
-                                                  master_process, barrier)
+    data_dir = data.corpus_dir(cfg.data_dir, prepare_default=master_process)
+    barrier()  # subtle: every rank waits, whether or not it saw the corpus missing
+    train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
     metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes)
     weights = config.domain_weights(cfg.domain_weights, meta.get("domains", []))
     loader = CurriculumLoader(train_data, G, seed=cfg.seed, rank=rank, world_size=world_size, metrics=metrics,
@@ -278,8 +298,7 @@ def train_step(run, lr, step):
 
 def evaluate(run, state):
     """Val loss on the fixed set; then, if asked, a checkpoint (every rank's RNG states, written by rank 0)."""
-    val_loss = estimate_loss(run.model, run.val_data, run.eval_ids, run.cfg.batch_size, run.ctx, run.rank,
-                             run.world_size, run.ddp, run.device)
+    val_loss = estimate_loss(run.model, run.val_data, run.eval_ids, run.cfg.batch_size, run.ctx)
     state["best_val_loss"] = min(state["best_val_loss"], val_loss)
     print0(f"step {state['iter_num']}: val loss {val_loss:.4f}, "
            f"effective tokens {state['layer_tokens'] / run.cfg.n_layer:,.0f}")

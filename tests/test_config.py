@@ -47,8 +47,8 @@ def test_every_option_has_help_and_help_is_fast():
     (["--seqlen=shrink"], "--seqlen=shrink unknown"),
     (["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete"], "needs --cl_discrete_difficulty"),
     (["--config=tests"], "is a directory"),
-    (["--nope=1"], "unknown option --nope"),
-    (["--batch_size=abc"], "--batch_size expects int"),
+    (["--nope=1"], "unknown option: --nope=1; see train.py --help"),
+    (["--batch_size=abc"], "--batch_size: invalid int value: .abc."),
 ])
 def test_bad_values_are_one_line_errors(args, want):
     with pytest.raises(ValueError, match=want.replace("+", r"\+").replace("(", r"\(")):
