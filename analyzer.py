@@ -22,28 +22,24 @@ But:
 - sample ids are never lost: a sample is its window number in data.py;
 - one .npy per output, memory-mappable, instead of one file per distinct value per worker;
 - both passes (token counts, then metrics) run in worker processes over contiguous ranges of
-  the memmap (never the whole corpus in RAM); workers write metric values into shared memory,
-  so memory grows with the index only (N float64 values, then the sort's two N-arrays);
-- an index is checked before use (its info.json against the data; each .npy's length, dtype and size;
-  in one O(N) pass, index_to_sample a permutation and index_to_metric sorted; at up to 64K evenly spaced
-  positions, index_to_metric = sample_to_metric[index_to_sample]): one that is stale, truncated, garbled
-  or missing is rebuilt with a one-line note, never used.
+  the memmap, never the whole corpus in RAM; memory grows with the index only (N float64 values);
+- an index whose info.json is missing, unreadable or describes other data, or whose arrays do not
+  load with the right shape, is rebuilt with a one-line note, never used.
 """
 
-import argparse
 import json
-import mmap
 import multiprocessing as mp
 import os
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 from tqdm import tqdm
 
 import data
+from config import opt, parse
 
 KEYS = ("sample_to_metric", "index_to_sample", "index_to_metric")
-DTYPES = {"sample_to_metric": np.float64, "index_to_sample": np.int64, "index_to_metric": np.float64}
 
 # -----------------------------------------------------------------------------
 # metrics: fn(samples int64 [B, T+1], neg_log_p [V] = -ln p(u) of the train split's tokens) -> [B]
@@ -70,37 +66,20 @@ METRICS = {"vocab_rarity": vocab_rarity, "num_docs": num_docs}
 # -----------------------------------------------------------------------------
 # map: token counts, then metric values, over contiguous ranges in worker processes
 
-_worker = {}  # subtle: per-process state, set once by the pool's initializer, not sent with every job
 
-
-def _pool(num_workers, initializer=None, initargs=()):
-    """A fork Pool whose processes each run initializer(*initargs) once; this process when num_workers == 1."""
-    if num_workers > 1:
-        return mp.get_context("fork").Pool(num_workers, initializer, initargs)
-    if initializer:
-        initializer(*initargs)
-    return _InProcess()
-
-
-class _InProcess:
-    """Stands in for a Pool when num_workers == 1."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        _worker.clear()  # drop the memmap and table the in-process "worker" held
-        return False
-
-    def imap_unordered(self, fn, jobs):
-        return map(fn, jobs)
+def _map(fn, jobs, num_workers):
+    """fn over jobs, in num_workers forked processes (in this one when 1), results as they come."""
+    if num_workers <= 1:
+        yield from map(fn, jobs)
+        return
+    with mp.get_context("fork").Pool(min(num_workers, len(jobs))) as pool:
+        yield from pool.imap_unordered(fn, jobs)
 
 
 def _count_range(job):
     """Worker: (65536,) counts of token ids start..stop-1 of bin_path, in 1M-token reads."""
     bin_path, start, stop = job
-    tokens = np.memmap(bin_path, dtype=np.uint16, mode="r")
-    counts = np.zeros(65536, dtype=np.int64)
+    tokens, counts = np.memmap(bin_path, dtype=np.uint16, mode="r"), np.zeros(65536, dtype=np.int64)
     for i in range(start, stop, 1 << 20):
         counts += np.bincount(tokens[i : min(i + (1 << 20), stop)], minlength=65536)
     return counts
@@ -109,20 +88,17 @@ def _count_range(job):
 def unigram_counts(bin_path, num_workers=1, chunk=1 << 24, verbose=False):
     """(V,) token counts of a .bin file, chunk tokens per job; V from meta.json beside it, else max id + 1."""
     n = os.path.getsize(bin_path) // 2
-    jobs = [(bin_path, s, min(s + chunk, n)) for s in range(0, n, chunk)]
     counts = np.zeros(65536, dtype=np.int64)
     bar = tqdm(total=n, desc="counting tokens", unit="tok", unit_scale=True, disable=None if verbose else True)
-    with _pool(max(1, min(num_workers, len(jobs)))) as pool:
-        for c in pool.imap_unordered(_count_range, jobs):
-            counts += c  # (65536,) int64
-            bar.update(int(c.sum()))  # the job's tokens
+    for c in _map(_count_range, [(bin_path, s, min(s + chunk, n)) for s in range(0, n, chunk)], num_workers):
+        counts += c
+        bar.update(int(c.sum()))
     bar.close()
     meta = os.path.join(os.path.dirname(bin_path), "meta.json")
     V = int(counts.nonzero()[0].max(initial=0)) + 1  # without a meta.json: max id + 1
     if os.path.exists(meta):
         try:
-            with open(meta) as f:
-                V = int(json.load(f)["vocab_size"])
+            V = int(json.load(open(meta))["vocab_size"])
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{meta} has no readable vocab_size ({e.__class__.__name__}); prepare it with data.py")
     if counts[V:].any():
@@ -138,24 +114,16 @@ def unigram_entropy(bin_path):
     return float(-(p * np.log(p)).sum())
 
 
-def _shared_zeros(n):
-    """(n,) float64 zeros in memory that forked workers share with this process (mmap of no file is MAP_SHARED)."""
-    return np.frombuffer(mmap.mmap(-1, 8 * n), dtype=np.float64)
-
-
-def _init_scorer(bin_path, block_size, values, neg_log_p):
-    _worker.update(windows=data.SampleWindows(bin_path, block_size), values=values, neg_log_p=neg_log_p)
-
-
-def _score_shard(job):
-    """Worker: metric values of samples start..stop-1, written straight into the shared arrays (none sent back)."""
-    start, stop = job
-    read = max(1, (1 << 17) // (_worker["windows"].block_size + 1))  # ~128K tokens a read: the copy stays in cache
-    for s in range(start, stop, read):
-        samples = _worker["windows"].get_range(s, min(s + read, stop))  # (B, T+1) int64, one contiguous read
-        for name, out in _worker["values"].items():
-            out[s : s + len(samples)] = METRICS[name](samples, _worker["neg_log_p"])  # (B,)
-    return stop - start
+def _score_range(job):
+    """Worker: (start, {metric: values of samples start..stop-1}), read ~128K tokens at a time."""
+    bin_path, block_size, names, neg_log_p, start, stop = job
+    windows, out = data.SampleWindows(bin_path, block_size), {n: [] for n in names}
+    step = max(1, (1 << 17) // (block_size + 1))  # the read stays in cache
+    for s in range(start, stop, step):
+        samples = windows.get_range(s, min(s + step, stop))  # (B, T+1) int64, one contiguous read
+        for n in names:
+            out[n].append(METRICS[n](samples, neg_log_p))  # (B,)
+    return start, {n: np.concatenate(v).astype(np.float64) for n, v in out.items()}
 
 
 # -----------------------------------------------------------------------------
@@ -174,35 +142,31 @@ def _info(bin_path, block_size, name):
             "num_samples": (st.st_size // 2 - 1) // block_size, "metric": name}
 
 
-def _write_index(d, sample_to_metric, info):
-    os.makedirs(d, exist_ok=True)
-    if os.path.exists(os.path.join(d, "info.json")):
-        os.remove(os.path.join(d, "info.json"))  # subtle: no info.json = not a finished index
-    index_to_sample, index_to_metric = sort_index(sample_to_metric)
-    for k, arr in zip(KEYS, (sample_to_metric, index_to_sample, index_to_metric)):
-        data.atomic_write(os.path.join(d, k + ".npy"), lambda f, arr=arr: np.save(f, arr))
-    data.atomic_write(os.path.join(d, "info.json"), lambda f: json.dump(info, f), mode="w")
-
-
-def build_index(bin_path, block_size, names, index_dir, num_workers=None, shard=None, verbose=True):
+def build_index(bin_path, block_size, names, index_dir, num_workers=None, verbose=True, shard=None):
     """Score every sample of bin_path with each metric and write the sorted index files."""
     N = len(data.SampleWindows(bin_path, block_size))
     shard = shard or max(1, (1 << 23) // (block_size + 1))  # ~8M tokens a job: few messages, and even shares
-    jobs = [(s, min(s + shard, N)) for s in range(0, N, shard)]
-    num_workers = num_workers or min(os.cpu_count() or 1, len(jobs))
+    num_workers = num_workers or min(os.cpu_count() or 1, -(-N // shard))
     neg_log_p = unigram_neg_log_p(unigram_counts(bin_path, num_workers, verbose=verbose))  # pass 1: the (V,) table
-    values = {n: _shared_zeros(N) for n in names}  # (N,) float64 each, filled by the workers
-    bar = tqdm(total=N, desc=f"analyzing {','.join(names)}", unit="sample", disable=None if verbose else True)
-    with _pool(num_workers, _init_scorer, (bin_path, block_size, values, neg_log_p)) as pool:  # pass 2
-        for done in pool.imap_unordered(_score_shard, jobs):
-            bar.update(done)
-    bar.close()
+    values = {n: np.empty(N) for n in names}  # (N,) float64 each
+    jobs = [(bin_path, block_size, names, neg_log_p, s, min(s + shard, N)) for s in range(0, N, shard)]
+    with tqdm(total=N, desc=f"analyzing {','.join(names)}", unit="sample", disable=None if verbose else True) as bar:
+        for start, got in _map(_score_range, jobs, num_workers):  # pass 2
+            for n, v in got.items():
+                values[n][start : start + len(v)] = v
+            bar.update(len(v))
     for n in names:
         bad = np.flatnonzero(np.isnan(values[n]))
-        if len(bad):  # subtle: NaN has no place in a sorted order; the index check would reject it on every load
+        if len(bad):  # subtle: NaN has no place in a sorted order
             raise ValueError(f"metric {n} gave NaN for {len(bad)} samples (first: {bad[0]}); make it return numbers")
     for n in names:
-        _write_index(os.path.join(index_dir, n), values.pop(n), _info(bin_path, block_size, n))  # pop: free as we go
+        d = os.path.join(index_dir, n)
+        os.makedirs(d, exist_ok=True)
+        if os.path.exists(os.path.join(d, "info.json")):
+            os.remove(os.path.join(d, "info.json"))  # subtle: no info.json = not a finished index
+        for k, arr in zip(KEYS, (values[n], *sort_index(values.pop(n)))):  # pop: free as we go
+            data.atomic_write(os.path.join(d, k + ".npy"), lambda f, arr=arr: np.save(f, arr))
+        data.atomic_write(os.path.join(d, "info.json"), lambda f: json.dump(_info(bin_path, block_size, n), f), "w")
 
 
 # -----------------------------------------------------------------------------
@@ -210,54 +174,29 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=None, shard=
 
 
 def load_index(index_dir, name):
-    d = os.path.join(index_dir, name)
-    return {k: np.load(os.path.join(d, k + ".npy"), mmap_mode="r") for k in KEYS}
+    return {k: np.load(os.path.join(index_dir, name, k + ".npy"), mmap_mode="r") for k in KEYS}
 
 
-def check_index(index_dir, name, info, chunk=1 << 20):
+def check_index(index_dir, name, info):
     """Why the index of metric `name` in index_dir cannot be used for `info` (as _info makes it); None if it can."""
-    d = os.path.join(index_dir, name)
     try:
-        with open(os.path.join(d, "info.json")) as f:
-            found = json.load(f)
+        found = json.load(open(os.path.join(index_dir, name, "info.json")))
     except FileNotFoundError:
         return "info.json is missing (a build that did not finish?)"
     except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return f"info.json is unreadable ({e.__class__.__name__})"
-    if not isinstance(found, dict) or found.keys() != info.keys():
-        return "info.json has the wrong keys"
     if found != info:
         return "built for other data or another block size"
-    N, arrays = info["num_samples"], {}
     for k in KEYS:
-        path = os.path.join(d, k + ".npy")
         try:
-            arr = np.load(path, mmap_mode="r")
+            arr = np.load(os.path.join(index_dir, name, k + ".npy"), mmap_mode="r")
         except FileNotFoundError:
             return f"{k}.npy is missing"
         except Exception as e:  # subtle: np.load of garbage raises ValueError, EOFError, OSError or tokenize's errors
             return f"{k}.npy is unreadable ({e.__class__.__name__})"
-        if arr.shape != (N,) or arr.dtype != DTYPES[k]:
-            return f"{k}.npy holds {arr.dtype} {arr.shape}, not {np.dtype(DTYPES[k])} ({N},)"
-        if os.path.getsize(path) != arr.offset + arr.nbytes:
-            return f"{k}.npy has {os.path.getsize(path)} bytes, not {arr.offset + arr.nbytes}"
-        arrays[k] = arr
-    seen, last = np.zeros(N, dtype=bool), -np.inf  # one pass in chunks: memory N bytes
-    for i in range(0, N, chunk):
-        ids = np.asarray(arrays["index_to_sample"][i : i + chunk])  # (chunk,) int64
-        m = np.asarray(arrays["index_to_metric"][i : i + chunk])  # (chunk,) float64
-        if ids.min() < 0 or ids.max() >= N:
-            return "index_to_sample.npy has ids outside 0..N-1"
-        seen[ids] = True
-        if not (m[0] >= last and np.all(m[1:] >= m[:-1])):  # NaN fails too
-            return "index_to_metric.npy is not sorted"
-        last = m[-1]
-    if not seen.all():  # N ids in 0..N-1 that cover every id: a permutation
-        return "index_to_sample.npy repeats some ids"
-    at = np.unique(np.linspace(0, N - 1, min(N, 1 << 16)).astype(np.int64))  # training never reads sample_to_metric:
-    s2m = arrays["sample_to_metric"][np.asarray(arrays["index_to_sample"][at])]  # spot-check it at <= 64K positions
-    if not np.array_equal(np.asarray(arrays["index_to_metric"][at]), s2m):
-        return "index_to_metric.npy is not sample_to_metric[index_to_sample]"
+        want = np.int64 if k == "index_to_sample" else np.float64
+        if arr.shape != (info["num_samples"],) or arr.dtype != want:
+            return f"{k}.npy holds {arr.dtype} {arr.shape}, not {np.dtype(want)} ({info['num_samples']},)"
     return None
 
 
@@ -280,18 +219,21 @@ def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbo
     return {n: load_index(index_dir, n) for n in names}
 
 
+@dataclass
+class AnalyzeConfig:
+    data_dir: str = opt("", 'holds train.bin ("" = the standard library corpus, prepared on first use)')
+    block_size: int = opt(128, "T: samples are windows of T+1 tokens")
+    metrics: str = opt("vocab_rarity", f"comma-separated, from: {', '.join(METRICS)}")
+    index_dir: str = opt("", '"" = <data_dir>/index')
+    num_workers: int = opt(0, "worker processes (0 = one per CPU)")
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Score every sample with difficulty metrics and write the sorted index.")
-    p.add_argument("--data_dir", default=data.DEFAULT_DIR, help="holds train.bin (default: %(default)s)")
-    p.add_argument("--block_size", type=int, default=128, help="T: samples are windows of T+1 tokens")
-    p.add_argument("--metrics", default="vocab_rarity", help=f"comma-separated, from: {', '.join(METRICS)}")
-    p.add_argument("--index_dir", default=None, help="default: <data_dir>/index")
-    p.add_argument("--num_workers", type=int, default=None, help="worker processes (default: one per CPU)")
-    args = p.parse_args(argv)
     try:
-        names = args.metrics.split(",")
-        index_dir = args.index_dir or os.path.join(args.data_dir, "index")
-        ensure_index(os.path.join(args.data_dir, "train.bin"), args.block_size, names, index_dir, args.num_workers)
+        a = parse(AnalyzeConfig, sys.argv[1:] if argv is None else argv, "analyzer.py", __doc__.split("\n")[1])
+        data_dir = data.corpus_dir(a.data_dir)
+        ensure_index(os.path.join(data_dir, "train.bin"), a.block_size, a.metrics.split(","),
+                     a.index_dir or os.path.join(data_dir, "index"), a.num_workers or None)
     except (ValueError, OSError) as e:
         sys.exit(f"error: {e}")
 

@@ -2,7 +2,7 @@
 The run directory: one lock per run, checkpoints written atomically with a checksum, and resume checks.
 
 Follows nanoGPT's out_dir/ckpt.pt (torch.save of a dict; `torch.load` reads our files too).
-snapshot() and restore() stand side by side: every part's state_dict (model, optimizer, scaler,
+save() and resume() stand side by side: every part's state_dict (model, optimizer, scaler,
 sampler), the loop's state, every rank's RNG states, and the settings a resume must match. What is
 on disk is whole, ours, and matches the run that resumes it:
 
@@ -14,7 +14,8 @@ But:
 - a second trainer on the same out_dir, or a fresh run over an existing checkpoint, is refused
   (DeepSpeed and nanoGPT overwrite it silently);
 - a resume compares the settings that shape the run (corpus fingerprint, model, batch, seed,
-  schedules, LR horizon, optimizer) and names every one that changed.
+  schedules, LR horizon, optimizer) and names every one that changed; another device or precision
+  is allowed and said: the optimizer's fused kernels and the generators follow the new device.
 """
 
 import fcntl
@@ -41,31 +42,56 @@ def save_checkpoint(path, ckpt):
                          "free some space or pick another --out_dir") from None
 
 
-def load_checkpoint(path, device):
+def load_checkpoint(path):
+    """The checkpoint at path, on the CPU (load_state_dict moves each part to its device); one line if damaged."""
     if not os.path.isfile(path):
         raise ValueError(f"--resume but no checkpoint at {path}; run without --resume first or fix --out_dir")
     blob = open(path, "rb").read()
     if len(blob) < 32 or hashlib.sha256(blob[:-32]).digest() != blob[-32:]:
         raise ValueError(f"{path} is damaged or not a checkpoint of train.py (checksum mismatch); "
                          "restore a copy, or start afresh with --overwrite")
-    return torch.load(io.BytesIO(blob[:-32]), map_location=device, weights_only=False)
+    return torch.load(io.BytesIO(blob[:-32]), map_location="cpu", weights_only=False)
 
 
-def snapshot(parts, state, rngs, settings, cfg):
-    """The checkpoint: {name: part.state_dict()} for parts {"model": ..., "optimizer": ..., ...}, the loop's
-    state, every rank's RNG states (rng_states), the settings that shaped the run and its config."""
-    return {**{k: p.state_dict() for k, p in parts.items()}, "state": dict(state), "rng": rngs,
-            "settings": settings, "config": asdict(cfg)}
+def parts(run):
+    """What a checkpoint holds besides the loop's state and the RNGs: every part with a state_dict."""
+    return {"model": run.raw_model, "optimizer": run.optimizer, "scaler": run.scaler, "sampler": run.sampler}
 
 
-def restore(ckpt, parts, settings, cfg, path):
-    """The inverse of snapshot() -> (the loop's state, notes); refuses a checkpoint of another corpus or
-    other settings; a changed budget (max_iters, max_tokens) only moves the stopping point."""
-    check_resume(ckpt["settings"], settings, path)
-    for k, p in parts.items():
+def save(run, state, path):
+    """Every rank's RNG states gathered (a collective), then rank 0 writes the checkpoint of train.py's Run."""
+    rngs = gather({"torch": torch.get_rng_state(), "ltd": run.ltd_gen.get_state().cpu(),
+                   "cuda": torch.cuda.get_rng_state() if run.device != "cpu" else None})
+    if run.rank == 0:
+        where = f"{run.device.split(':')[0]} ({run.dtype})"  # a resume may change it
+        save_checkpoint(path, {**{k: p.state_dict() for k, p in parts(run).items()}, "state": dict(state),
+                               "rng": rngs, "settings": run.settings, "config": asdict(run.cfg), "where": where})
+    state["saved_iter"] = state["iter_num"]
+
+
+def resume(run, path):
+    """The inverse of save() -> (the loop's state, notes): refuses another corpus or other settings; a new budget
+    (max_iters, max_tokens), world size, device or precision is allowed and said in a note."""
+    ckpt, notes = load_checkpoint(path), []
+    check_resume(ckpt["settings"], run.settings, path)
+    groups = ckpt["optimizer"]["param_groups"]  # subtle: fused/foreach/capturable follow this device, not the saver's
+    for g, mine in zip(groups, run.optimizer.param_groups):
+        g.update({k: mine[k] for k in ("fused", "foreach", "capturable") if k in mine})
+    for k, p in parts(run).items():
         p.load_state_dict(ckpt[k])
-    notes = [f"resuming with {k} {ckpt['config'][k]} -> {getattr(cfg, k)} (schedules and LR unchanged)"
-             for k in ("max_iters", "max_tokens") if ckpt["config"][k] != getattr(cfg, k)]
+    rng = ckpt["rng"][run.rank % len(ckpt["rng"])]  # subtle: on another world size, resume goes on, not bit-exactly
+    torch.set_rng_state(rng["torch"])
+    if rng["ltd"].numel() == run.ltd_gen.get_state().numel():  # 16 bytes on CUDA, 5,056 on the CPU
+        run.ltd_gen.set_state(rng["ltd"])
+    if run.device != "cpu" and rng["cuda"] is not None:
+        torch.cuda.set_rng_state(rng["cuda"])
+    for k in ("max_iters", "max_tokens"):
+        if ckpt["config"][k] != getattr(run.cfg, k):
+            notes.append(f"resuming with {k} {ckpt['config'][k]} -> {getattr(run.cfg, k)} (schedules and LR unchanged)")
+    where = f"{run.device.split(':')[0]} ({run.dtype})"
+    if len(ckpt["rng"]) != run.world_size or ckpt["where"] != where:
+        notes.append(f"the checkpoint was written by {len(ckpt['rng'])} rank(s) on {ckpt['where']}, this run has "
+                     f"{run.world_size} on {where}: the same batches go on, but dropout and random-LTD draw anew")
     return dict(ckpt["state"]), notes
 
 
@@ -114,19 +140,3 @@ def gather(obj):
     out = [None] * dist.get_world_size()
     dist.all_gather_object(out, obj)
     return out
-
-
-def rng_states(ltd_gen, device):
-    """Every rank's generators (dropout, CUDA, random-LTD), so a resume on as many ranks continues exactly."""
-    mine = {"torch": torch.get_rng_state(), "ltd": ltd_gen.get_state().cpu(),
-            "cuda": torch.cuda.get_rng_state() if device.startswith("cuda") else None}
-    return gather(mine)
-
-
-def restore_rng(states, rank, ltd_gen, device):
-    """The inverse of rng_states() for this rank."""
-    mine = states[rank % len(states)]  # subtle: on another world size, resume continues, but not bit-exactly
-    torch.set_rng_state(mine["torch"].cpu())  # map_location moved it to the device
-    ltd_gen.set_state(mine["ltd"].to(ltd_gen.get_state().device))
-    if device.startswith("cuda") and mine["cuda"] is not None:
-        torch.cuda.set_rng_state(mine["cuda"].cpu())

@@ -5,15 +5,14 @@ Follows GPT-2 (Radford et al. 2019) as karpathy/nanoGPT writes it: learned absol
 embeddings, pre-LayerNorm blocks, causal self-attention through F.scaled_dot_product_attention,
 GELU MLP, weight tying, GPT-2 init. Random-LTD (arXiv 2211.11586, DeepSpeed's
 data_routing/basic_layer.py) is one `if` in forward: in training, each layer listed in
-`ltd_layers` runs on r random tokens per sample (random_ltd.py); the rest pass through.
+`ltd_layers` runs on the r kept tokens of each sample (random_ltd.py); the rest pass through.
 
     ltd_idx = model.sample_ltd_indices(B, T, r, generator)   # (n_ltd, B, r), outside torch.compile
-    logits, loss = model(idx, targets, ltd_idx=ltd_idx)      # or model(idx, targets, ltd_keep=r, generator=g)
+    logits, loss = model(idx, targets, ltd_idx=ltd_idx)      # ltd_idx=None: the dense model
 
 But:
-- forward(idx, targets=None, ltd_keep=None, generator=None, ltd_idx=None) always returns
-  (logits, loss) with logits for every position;
-- ltd_keep=None or ltd_keep >= T is exactly the dense model (the LTD path is skipped);
+- forward always returns (logits, loss) with logits for every position;
+- sample_ltd_indices gives None for r >= T, and ltd_idx=None is exactly the dense model;
 - dropping happens only in training mode: eval and generate always see every token;
 - compile_model(model, shapes_change) compiles with symbolic T, r and B when they change on a
   schedule: one graph per mode (train dense, train LTD, eval), not one per shape; the indices
@@ -93,11 +92,8 @@ class GPT(nn.Module):
         super().__init__()
         assert config.vocab_size is not None and config.block_size is not None
         self.config = config
-        layers = random_ltd.default_ltd_layers(config.n_layer) if config.ltd_layers is None else config.ltd_layers
-        bad = [i for i in layers if not 0 <= i < config.n_layer]
-        if bad:
-            raise ValueError(f"ltd_layers {bad} outside 0..{config.n_layer - 1}; "
-                             f"pick layers of this {config.n_layer}-layer model")
+        layers = range(1, config.n_layer - 1) if config.ltd_layers is None else config.ltd_layers  # first, last: all
+        assert all(0 <= i < config.n_layer for i in layers), f"ltd_layers {layers} outside 0..{config.n_layer - 1}"
         self.ltd_layers = frozenset(layers)  # subtle: resolved here, never written back into the caller's config
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
@@ -125,30 +121,21 @@ class GPT(nn.Module):
         n = sum(p.numel() for p in self.parameters())
         return n - self.transformer.wpe.weight.numel() if non_embedding else n
 
-    def sample_ltd_indices(self, B, T, ltd_keep, generator=None):
-        """Kept positions of every dropping layer for one step, (n_ltd, B, ltd_keep), row j for the j-th dropping
-        layer from the bottom; None when nothing drops (ltd_keep None or >= T, or no dropping layer): then
-        forward is the dense model.
+    def sample_ltd_indices(self, B, T, r, generator=None):
+        """Kept positions of every dropping layer for one step, (n_ltd, B, r), row j for the j-th dropping layer from
+        the bottom, drawn at once; None when nothing drops (r None or >= T, or no dropping layer): the dense model.
 
         Call it outside torch.compile and pass the result as forward(..., ltd_idx=...).
         """
-        if ltd_keep is None or ltd_keep >= T or not self.ltd_layers:
+        if r is None or r >= T or not self.ltd_layers:
             return None
-        if ltd_keep < 1:
-            raise ValueError(f"ltd_keep {ltd_keep} must be at least 1; use None to keep every token")
         n, device = len(self.ltd_layers), self.lm_head.weight.device
-        return random_ltd.sample_kept_indices(n * B, T, ltd_keep, generator, device).view(n, B, ltd_keep)  # one draw
+        return random_ltd.sample_kept_indices(n * B, T, r, generator, device).view(n, B, r)  # one draw
 
-    def forward(self, idx, targets=None, ltd_keep=None, generator=None, ltd_idx=None):
-        """idx (B, T) -> (logits (B, T, vocab), loss or None).
-
-        In training, the dropping layers keep ltd_idx (n_ltd, B, r) from sample_ltd_indices, or,
-        given ltd_keep instead, ltd_keep random tokens per sample drawn here from generator.
-        """
+    def forward(self, idx, targets=None, ltd_idx=None):
+        """idx (B, T) -> (logits (B, T, vocab), loss or None); in training the dropping layers keep ltd_idx."""
         B, T = idx.size()
         assert T <= self.config.block_size, f"sequence length {T} > block_size {self.config.block_size}"
-        if self.training and ltd_idx is None and ltd_keep is not None:
-            ltd_idx = self.sample_ltd_indices(B, T, ltd_keep, generator)  # (n_ltd, B, r) or None
         drop = self.training and ltd_idx is not None  # eval and generate always see every token
         assert not drop or ltd_idx.shape[:2] == (len(self.ltd_layers), B), "ltd_idx: from sample_ltd_indices(B, T, r)"
         pos = torch.arange(T, dtype=torch.long, device=idx.device)
@@ -182,7 +169,7 @@ class GPT(nn.Module):
         """Append max_new_tokens sampled tokens to idx (B, t); runs in whatever mode it is called."""
         for _ in range(max_new_tokens):
             idx_cond = idx[:, -self.config.block_size :]
-            logits, _ = self(idx_cond)  # ltd_keep=None: every token, always
+            logits, _ = self(idx_cond)  # every token, always
             logits = logits[:, -1, :] / temperature
             if top_k is not None:
                 v, _ = torch.topk(logits, min(top_k, logits.size(-1)))

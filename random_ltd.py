@@ -22,20 +22,13 @@ But:
   autograd instead of a CUDA-only kernel, so it runs on CPU, CUDA and ROCm with any T, eager or
   compiled (DeepSpeed's op is CUDA-only and limited to T <= 2048);
 - indices come from an explicit torch.Generator, so runs and resumes are reproducible;
-- layers are chosen by index in model.py, never by substring match of module names;
+- layers are chosen by index in model.py (default 1 .. L-2: the first and last see every token),
+  never by substring match of module names;
 - no attention-mask bookkeeping: the kept tokens are sorted, so the ordinary causal mask over
   them is exactly "attend to kept tokens at or before me".
 """
 
 import torch
-
-
-def default_ltd_layers(n_layer):
-    """The dropping layers when none are given: 1 .. n_layer-2 (first and last see every token).
-
-    n_layer=4 -> (1, 2); n_layer=2 -> () (nothing drops).
-    """
-    return tuple(range(1, n_layer - 1))
 
 
 def sample_kept_indices(B, T, r, generator=None, device=None):
@@ -113,7 +106,3 @@ def layer_tokens(B, s, r, n_layer, n_ltd):
     r = s if r is None else min(r, s)
     return B * (s * (n_layer - n_ltd) + r * n_ltd)
 
-
-def effective_tokens(B, s, r, n_layer, n_ltd):
-    """layer_tokens / L: tokens a dense model would have processed for the same compute."""
-    return layer_tokens(B, s, r, n_layer, n_ltd) / n_layer

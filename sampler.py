@@ -3,12 +3,11 @@ Curriculum sampler: which samples form each global batch, each rank's slice of i
 
 Mirrors DeepSpeed Data Efficiency's data sampler (arXiv 2212.03597; deepspeed/runtime/data_pipeline/
 data_sampling/data_sampler.py, DeepSpeedDataSampler) and Megatron-DeepSpeed's seqlen post-processing.
-At step t each metric, at difficulty d = d(t) (scheduler.py), admits a prefix of its sorted index
-(analyzer.py) of N samples; with deepspeed=True (a pasted DeepSpeed config) as DeepSpeed does it:
+The batch of step t uses the difficulty d = d(t + 1) of each metric (DeepSpeed counts the step before
+it asks the scheduler), which admits a prefix of the metric's sorted index (analyzer.py) of N samples:
 
     value d:       index_to_sample[: searchsorted(index_to_metric, d, 'right')]   (metric <= d)
-    percentile d:  index_to_sample[: N * d // max_difficulty]                     (the easiest d / max)
-    deepspeed:     index_to_sample[: (N // max_difficulty) * d], all N at d = max;  and d = d(t + 1)
+    percentile d:  index_to_sample[: (N // max_difficulty) * d], all N at d = max  (DeepSpeed's rounding)
 
 The pool is the intersection over metrics. A pass is a bag of the admitted ids not yet drawn in it;
 a batch draws its ids uniformly from the bag (= reading a shuffled pass in order), an empty bag is
@@ -18,7 +17,7 @@ drawn from its admitted ids (one bag per domain), by largest remainder:
 
     count_k = floor(G * w_k), plus 1 for the G - sum(floor) domains with the largest remainders
 
-A seqlen curriculum (seqlen_truncate, seqlen_reshape) admits every sample and cuts the batch to d.
+A seqlen curriculum (seqlen_truncate, seqlen_reshape) admits every sample and cuts the batch to length d.
 
 But:
 - every rank computes the same global batch from (seed, step, state) and takes its own
@@ -32,31 +31,23 @@ But:
 - seqlen_reshape keeps every target when d divides T (Megatron-DeepSpeed's loses one per row).
 """
 
-import os
-
 import numpy as np
 
-import analyzer
 from scheduler import CurriculumScheduler
 
 SEQLEN_METRICS = ("seqlen_truncate", "seqlen_reshape")  # batch transforms, not admission metrics
 
 
-def admitted_prefix(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty=100, deepspeed=False):
+def admitted_prefix(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
     """How many of the sorted samples one metric admits at difficulty d.
 
-    metric=[5,1,3] -> index_to_sample=[1,2,0], index_to_metric=[1,3,5]:
-    value d=3 -> 2 (samples 1, 2); percentile d=34 of max 100 -> 3 * 34 // 100 = 1 (sample 1).
-    N=537, max 50, d=10: ours 537 * 10 // 50 = 107; DeepSpeed's (537 // 50) * 10 = 100, and 537 at d=50.
+    metric=[5,1,3] -> index_to_sample=[1,2,0], index_to_metric=[1,3,5]: value d=3 -> 2 (samples 1, 2).
+    N=537, max 50, percentile d=10 -> (537 // 50) * 10 = 100, and all 537 at d=50.
     """
     if difficulty_type == "value":
         return int(np.searchsorted(index_to_metric, d, side="right"))  # metric <= d
-    if difficulty_type != "percentile":
-        raise ValueError(f"difficulty_type {difficulty_type!r} unknown; use value or percentile")
     N = len(index_to_sample)
-    if deepspeed:
-        return N if d == max_difficulty else (N // int(max_difficulty)) * int(d)  # whole units of N // max
-    return int(N * d // max_difficulty)  # the easiest d / max of the samples
+    return N if d >= max_difficulty else (N // int(max_difficulty)) * int(d)  # whole units of N // max
 
 
 def domain_counts(weights, G):
@@ -72,33 +63,16 @@ def domain_counts(weights, G):
     return counts
 
 
-def check_domain_weights(weights, domains, num_samples):
-    """One-line errors for domain weights that cannot be drawn; returns them as a float array."""
-    if domains is None:
-        raise ValueError("domain_weights given but the data has no domain ids; prepare it with domains or drop them")
-    w, domains = np.asarray(weights, dtype=np.float64), np.asarray(domains)
-    if len(domains) != num_samples:
-        raise ValueError(f"the data has {len(domains)} domain ids for {num_samples} samples; prepare the data again")
-    if w.ndim != 1 or len(w) <= domains.max():
-        raise ValueError(f"domain_weights has {w.size} weights but the data has domains 0..{domains.max()}; "
-                         "give one weight per domain")
-    if (w < 0).any():
-        raise ValueError(f"domain_weights {list(weights)} has a negative weight; every weight must be >= 0")
-    if abs(w.sum() - 1) > 1e-6:
-        raise ValueError(f"domain_weights {list(weights)} sum to {w.sum():.6g}, not 1; divide them by their sum")
-    return w
-
-
 class _Bag:
-    """Ids of one pool not yet drawn in the current pass; refilled with the whole pool when empty.
+    """Ids of one pool not yet drawn in the current pass; refilled with its admitted members when empty.
 
-    members: the sorted ids this bag may ever hold (one domain's), or None for all `size` samples.
+    members: the sorted ids this bag may ever hold (one domain's).
     """
 
-    def __init__(self, size, members=None):
+    def __init__(self, members):
         self.members = members
-        self.ids = np.zeros(size, dtype=np.int64)  # ids[:n] = not yet drawn in this pass
-        self.n = 0  # subtle: the bag is a subset of its members, so `size` slots always suffice
+        self.ids = np.zeros(len(members), dtype=np.int64)  # ids[:n] = not yet drawn in this pass
+        self.n = 0  # subtle: the bag is a subset of its members, so len(members) slots always suffice
 
     def add(self, ids):
         """Newly admitted ids join the current pass."""
@@ -107,8 +81,7 @@ class _Bag:
 
     def keep(self, mask):
         """Ids that left the pool (mask False) leave the bag."""
-        left = self.ids[: self.n]
-        left = left[mask[left]]
+        left = self.ids[: self.n][mask[self.ids[: self.n]]]
         self.n = len(left)
         self.ids[: self.n] = left
 
@@ -131,75 +104,70 @@ class _Bag:
         out = []
         while n > 0:
             if self.n == 0:  # pass over: every admitted id goes back into the bag
-                self.add(np.flatnonzero(mask) if self.members is None else self.members[mask[self.members]])
-                assert self.n > 0, "an empty pool must have been stopped by CurriculumSampler._check_sizes"
+                self.add(self.members[mask[self.members]])
             got = self.draw(rng, min(n, self.n))
             n -= len(got)
             out.append(got)
-        return np.concatenate(out) if len(out) > 1 else out[0]
+        return np.concatenate(out)
 
 
 class CurriculumSampler:
-    """Global batches of sample ids, drawn without replacement from the admitted pool.
+    """This rank's batches of token windows: admission by the curriculum metrics, then the seqlen curriculum.
 
-    curricula: list of {"name", "difficulty_type", "get_difficulty": step -> d, "index_to_sample",
-    "index_to_metric", "max_difficulty" (default 100)}; empty = every sample is admitted.
-    deepspeed: DeepSpeed's percentile rounding and d(step + 1). domains: (N,) domain id per sample,
-    needed with domain_weights (one weight per domain, summing to 1).
+    windows: data.SampleWindows (len, block_size T, get(ids) -> (B, T+1), domains or None);
+    metrics: {name: DeepSpeed curriculum_metrics entry} (config.py checked them; seqlen_* included);
+    index: {name: {"index_to_sample", "index_to_metric"}} for every admission metric (analyzer.py);
+    domain_weights: one weight per domain of windows.domains, summing to 1, or None.
     """
 
-    def __init__(self, num_samples, global_batch_size, seed=0, rank=0, world_size=1, curricula=(), deepspeed=False,
-                 domains=None, domain_weights=None):
-        if global_batch_size % world_size:
-            raise ValueError(f"global batch {global_batch_size} is not divisible by {world_size} ranks; "
-                             "change the batch size")
-        for c in curricula:
-            where, n = f"curriculum {c['name']}", len(c["index_to_sample"])
-            if c["difficulty_type"] not in ("value", "percentile"):
-                raise ValueError(f"{where}: difficulty_type {c['difficulty_type']!r} unknown; use value or percentile")
-            if n != num_samples:
-                raise ValueError(f"{where}: index has {n} samples, data has {num_samples}; rebuild the index")
-        self.N, self.G, self.seed, self.rank, self.world_size = num_samples, global_batch_size, seed, rank, world_size
-        self.curricula, self.deepspeed = list(curricula), deepspeed
-        self.offset = 1 if deepspeed else 0  # subtle: DeepSpeed counts the step before computing d: batch t uses d(t+1)
+    def __init__(self, windows, global_batch_size, metrics=None, index=None, seed=0, rank=0, world_size=1,
+                 domain_weights=None):
+        assert global_batch_size % world_size == 0, "every rank takes an equal slice of the global batch"
+        metrics = metrics or {}
+        self.windows, self.N, self.T, self.G = windows, len(windows), windows.block_size, global_batch_size
+        self.seed, self.rank, self.world_size = seed, rank, world_size
+        self.schedules = {name: CurriculumScheduler(entry) for name, entry in metrics.items()}
+        self.seqlen_name = next((name for name in metrics if name in SEQLEN_METRICS), None)
+        self.curricula = [(name, e["difficulty_type"], e["max_difficulty"], index[name]["index_to_sample"],
+                           index[name]["index_to_metric"]) for name, e in metrics.items() if name not in SEQLEN_METRICS]
         self.rng = np.random.default_rng(seed)
-        self.step = 0  # optimizer steps drawn so far
-        self.key = None  # difficulties that define the current pool
-        self.mask = np.zeros(num_samples, dtype=bool)  # (N,) admitted samples
-        self.weights, self.counts, self.domains = None, None, None
-        if domain_weights is None:
-            self.bags = [_Bag(num_samples)]
-        else:  # one bag (pass) per domain, exact counts per batch
-            self.weights = check_domain_weights(domain_weights, domains, num_samples)
-            self.domains, self.counts = np.asarray(domains), domain_counts(self.weights, global_batch_size)
-            members = [np.flatnonzero(self.domains == k) for k in range(len(self.weights))]
-            self.bags = [_Bag(len(m), m) for m in members]
+        self.step, self.key = 0, None  # optimizer steps drawn so far; the difficulties of the current pool
+        self.mask = np.zeros(self.N, dtype=bool)  # (N,) admitted samples
+        domains = getattr(windows, "domains", None) if domain_weights is not None else None
+        self.domains = None if domains is None else np.asarray(domains)
+        self.weights = None if domain_weights is None else np.asarray(domain_weights, dtype=np.float64)
+        self.counts = None if domain_weights is None else domain_counts(domain_weights, global_batch_size)
+        members = [np.arange(self.N)] if domains is None else [np.flatnonzero(self.domains == k)
+                                                                 for k in range(len(domain_weights))]
+        self.bags = [_Bag(m) for m in members]  # one pass per domain, or one over all samples
         self.sizes = np.zeros(len(self.bags), dtype=np.int64)  # admitted ids per bag
 
     def difficulties(self, step=None):
-        """{name: d} used for the batch drawn at `step` (default: the next one)."""
+        """{name: d} used for the batch drawn at `step` (default: the next one), seqlen included."""
         step = self.step if step is None else step
-        return {c["name"]: c["get_difficulty"](step + self.offset) for c in self.curricula}
+        return {name: s.get_difficulty(step + 1) for name, s in self.schedules.items()}  # DeepSpeed's d(t + 1)
 
-    def _prefix(self, c, d):
-        return admitted_prefix(c["difficulty_type"], d, c["index_to_sample"], c["index_to_metric"],
-                               c.get("max_difficulty", 100), self.deepspeed)
+    def seqlen(self, step=None):
+        """Sequence length s of the batch drawn at `step` (default: the next one); T without a seqlen curriculum."""
+        return int(self.difficulties(step)[self.seqlen_name]) if self.seqlen_name else self.T
+
+    def rows(self, step=None):
+        """Global rows of the batch drawn at `step`: G, or G * (T // s) under seqlen_reshape."""
+        return self.G * (self.T // self.seqlen(step) if self.seqlen_name == "seqlen_reshape" else 1)
 
     def _pool_mask(self, key):
-        """(N,) bool: samples admitted by every metric at these difficulties."""
+        """(N,) bool: samples admitted by every metric at the difficulties key (one per curriculum)."""
         mask = np.ones(self.N, dtype=bool)
-        for c, d in zip(self.curricula, key):
+        for (_, kind, hi, i2s, i2m), d in zip(self.curricula, key):
             m = np.zeros(self.N, dtype=bool)
-            m[np.asarray(c["index_to_sample"][: self._prefix(c, d)])] = True
+            m[np.asarray(i2s[: admitted_prefix(kind, d, i2s, i2m, hi)])] = True
             mask &= m  # intersection across metrics
         return mask
 
     def pool(self, step=None):
         """Sorted ids admitted for the batch drawn at `step` (default: the next one)."""
-        return np.flatnonzero(self._pool_mask(tuple(self.difficulties(step).values())))
-
-    def pool_size(self, step=None):
-        return len(self.pool(step))
+        d = self.difficulties(step)
+        return np.flatnonzero(self._pool_mask([d[c[0]] for c in self.curricula]))
 
     def _per_bag(self, ids):
         """How many of these ids belong to each bag."""
@@ -208,13 +176,15 @@ class CurriculumSampler:
         return np.bincount(self.domains[ids], minlength=len(self.bags))
 
     def _update_pool(self):
-        """Recompute the pool when some difficulty changed; new ids go into the bags of this pass."""
-        key = tuple(self.difficulties().values())
+        """Recompute the pool when a difficulty changed; newly admitted ids go into the bags of this pass."""
+        d = self.difficulties()
+        key = tuple(d[c[0]] for c in self.curricula)
         if key == self.key:
             return  # steady state: nothing to do
-        if len(self.curricula) == 1 and self.key is not None and key[0] >= self.key[0]:
-            c = self.curricula[0]  # fast path, one metric whose difficulty rose: only the new slice of its index
-            added = np.asarray(c["index_to_sample"][self._prefix(c, self.key[0]) : self._prefix(c, key[0])])
+        if len(key) == 1 and self.key is not None and key[0] >= self.key[0]:
+            _, kind, hi, i2s, i2m = self.curricula[0]  # one metric whose difficulty rose: only the new slice
+            added = np.asarray(i2s[admitted_prefix(kind, self.key[0], i2s, i2m, hi) :
+                                   admitted_prefix(kind, key[0], i2s, i2m, hi)])
             self.mask[added] = True
             self.sizes = self.sizes + self._per_bag(added)
         else:
@@ -224,25 +194,16 @@ class CurriculumSampler:
                 bag.keep(new)  # a falling schedule takes ids out of the bags
             self.mask, self.sizes = new, self._per_bag(np.flatnonzero(new))
         self.key = key
-        self._check_sizes()
-        if self.domains is None:
-            self.bags[0].add(added)  # newly admitted: they join this pass
-        else:
-            for k, bag in enumerate(self.bags):
-                bag.add(added[self.domains[added] == k])
-
-    def _check_sizes(self):
-        """Every batch can be filled: some sample is admitted, and some of every domain with a weight."""
-        where = f"at step {self.step} ({self.difficulties()})"
+        for k, bag in enumerate(self.bags):
+            bag.add(added if self.domains is None else added[self.domains[added] == k])  # they join this pass
         if self.sizes.sum() == 0:
-            raise ValueError(f"the curriculum admits no samples {where}; raise min_difficulty")
-        if self.weights is not None and ((self.sizes == 0) & (self.weights > 0)).any():
-            k = int(np.flatnonzero((self.sizes == 0) & (self.weights > 0))[0])
-            raise ValueError(f"domain {k} has weight {self.weights[k]:g} but no admitted samples {where}; "
-                             "give it weight 0 or raise min_difficulty")
+            raise ValueError(f"the curriculum admits no samples at step {self.step} ({d}); raise min_difficulty")
+        for k in np.flatnonzero((self.sizes == 0) & (self.weights > 0)) if self.weights is not None else ():
+            raise ValueError(f"domain {k} has weight {self.weights[k]:g} but no admitted samples at step "
+                             f"{self.step} ({d}); give it weight 0 or raise min_difficulty")
 
-    def next_global_batch(self):
-        """(global_batch_size,) int64 ids of the next step, the same on every rank."""
+    def global_ids(self):
+        """(G,) int64 sample ids of the next step, the same on every rank."""
         self._update_pool()
         if self.counts is None:
             ids = self.bags[0].take(self.rng, self.G, self.mask)
@@ -253,24 +214,26 @@ class CurriculumSampler:
         return ids
 
     def next_batch(self):
-        """(global_batch_size // world_size,) this rank's contiguous slice of the next global batch."""
-        k = self.G // self.world_size
-        return self.next_global_batch()[self.rank * k : (self.rank + 1) * k]
+        """int64 (rows, s+1): this rank's contiguous slice of the next global batch, cut to this step's length."""
+        s, k = self.seqlen(), self.G // self.world_size  # subtle: s before global_ids advances the step
+        batch = self.windows.get(self.global_ids()[self.rank * k : (self.rank + 1) * k])  # (G / world_size, T+1)
+        if self.seqlen_name == "seqlen_truncate":
+            return seqlen_truncate(batch, s)  # (rows, s+1)
+        if self.seqlen_name == "seqlen_reshape":
+            return seqlen_reshape(batch, s)  # (rows * T // s, s+1)
+        return batch
 
     def state_dict(self):
         return {"step": self.step, "seed": self.seed, "key": None if self.key is None else list(self.key),
                 "bags": [bag.ids[: bag.n].copy() for bag in self.bags], "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
-        bags = state["bags"]
-        if len(bags) != len(self.bags):
-            raise ValueError(f"the checkpoint's sampler draws from {len(bags)} domain bags, this run from "
-                             f"{len(self.bags)}; resume with the same domain_weights")
+        assert len(state["bags"]) == len(self.bags), "config.py compares domain_weights before a resume"
         self.step, self.seed = state["step"], state["seed"]
         self.key = None if state["key"] is None else tuple(state["key"])
         self.mask = self._pool_mask(self.key) if self.key is not None else np.zeros(self.N, dtype=bool)
         self.sizes = self._per_bag(np.flatnonzero(self.mask))
-        for bag, ids in zip(self.bags, bags):
+        for bag, ids in zip(self.bags, state["bags"]):
             bag.n = 0
             bag.add(ids)
         self.rng.bit_generator.state = state["rng"]
@@ -282,8 +245,7 @@ class CurriculumSampler:
 
 def seqlen_truncate(batch, L):
     """Keep the first L+1 tokens of every row: x, y of length L. [[0..8]], L=3 -> [[0,1,2,3]]"""
-    if not 0 < L < batch.shape[1]:
-        raise ValueError(f"seqlen_truncate length {L} outside 1..{batch.shape[1] - 1}; fix min/max_difficulty")
+    assert 0 < L < batch.shape[1], f"length {L} outside 1..{batch.shape[1] - 1}"
     return batch[:, : L + 1]
 
 
@@ -297,112 +259,6 @@ def seqlen_reshape(batch, L):
     [[0..8]] (T=8), L=4 -> [[0,1,2,3,4], [4,5,6,7,8]]
     """
     T = batch.shape[1] - 1
-    if not 0 < L <= T:
-        raise ValueError(f"seqlen_reshape length {L} outside 1..{T}; fix min/max_difficulty")
+    assert 0 < L <= T, f"length {L} outside 1..{T}"
     idx = np.arange(T // L)[:, None] * L + np.arange(L + 1)  # (T//L, L+1) positions within a sample
     return batch[:, idx].reshape(-1, L + 1)  # (B * T//L, L+1)
-
-
-# -----------------------------------------------------------------------------
-# the loader: config entries + index + windows -> this rank's batch of tokens
-
-
-def _curriculum(name, entry, index):
-    """One admission metric for CurriculumSampler from its DeepSpeed curriculum_metrics entry."""
-    sched, kind = CurriculumScheduler(entry), entry.get("difficulty_type")  # the scheduler checks min <= max
-    if kind not in ("value", "percentile"):
-        raise ValueError(f"curriculum metric {name} has difficulty_type {kind!r}; use value or percentile")
-    if kind == "percentile" and (entry["min_difficulty"] < 0 or entry["max_difficulty"] <= 0):
-        raise ValueError(f"curriculum metric {name}: percentile min_difficulty {entry['min_difficulty']} must be >= 0 "
-                         f"and max_difficulty {entry['max_difficulty']} > 0; fix them")
-    if name not in index:
-        raise ValueError(f"curriculum metric {name} has no index; build it with `python analyzer.py --metrics={name}`")
-    return {"name": name, "difficulty_type": kind, "get_difficulty": sched.get_difficulty, "max_difficulty":
-            entry["max_difficulty"], "index_to_sample": index[name]["index_to_sample"],
-            "index_to_metric": index[name]["index_to_metric"]}
-
-
-def _seqlen_schedule(metrics, T):
-    """(name, scheduler) of the one seqlen metric, or (None, None); its lengths must fit in 1..T."""
-    names = [n for n in metrics if n in SEQLEN_METRICS]
-    if len(names) > 1:
-        raise ValueError(f"the curriculum has {len(names)} seqlen metrics ({', '.join(names)}); keep one")
-    if not names:
-        return None, None
-    name, entry = names[0], metrics[names[0]]
-    sched = CurriculumScheduler(entry)
-    if entry["max_difficulty"] > T:
-        raise ValueError(f"{name} max_difficulty {entry['max_difficulty']} > block_size {T}; "
-                         f"set --block_size={entry['max_difficulty']} or lower max_difficulty")
-    if entry["min_difficulty"] < 1:
-        raise ValueError(f"{name} min_difficulty {entry['min_difficulty']} is below 1 token; raise it")
-    return name, sched
-
-
-class CurriculumLoader:
-    """This rank's batches of token windows: admission by the curriculum metrics, then the seqlen curriculum.
-
-    windows: data.SampleWindows (get(ids) -> (B, T+1), block_size T, optional domains);
-    metrics: {name: DeepSpeed curriculum_metrics entry}; index: {name: {index_to_sample, index_to_metric}}
-    for every metric not in SEQLEN_METRICS; deepspeed: the metrics come from a DeepSpeed config.
-    """
-
-    def __init__(self, windows, global_batch_size, seed=0, rank=0, world_size=1, metrics=None, index=None,
-                 deepspeed=False, domain_weights=None):
-        metrics = metrics or {}
-        self.windows, self.T, self.names = windows, windows.block_size, list(metrics)
-        self.seqlen_name, self.seqlen_sched = _seqlen_schedule(metrics, self.T)
-        curricula = [_curriculum(n, e, index or {}) for n, e in metrics.items() if n not in SEQLEN_METRICS]
-        self.sampler = CurriculumSampler(len(windows), global_batch_size, seed, rank, world_size, curricula, deepspeed,
-                                         getattr(windows, "domains", None), domain_weights)
-
-    @property
-    def step(self):
-        return self.sampler.step  # optimizer steps drawn so far
-
-    def seqlen(self, step=None):
-        """Sequence length s of the batch drawn at `step` (default: the next one); T without a seqlen curriculum."""
-        if self.seqlen_sched is None:
-            return self.T
-        return int(self.seqlen_sched.get_difficulty((self.step if step is None else step) + self.sampler.offset))
-
-    def rows(self, step=None):
-        """Global rows of the batch drawn at `step`: G, or G * (T // s) under seqlen_reshape."""
-        return self.sampler.G * (self.T // self.seqlen(step) if self.seqlen_name == "seqlen_reshape" else 1)
-
-    def difficulties(self, step=None):
-        """{name: difficulty} used for the batch drawn at `step`, every metric, seqlen included."""
-        d = self.sampler.difficulties(step)
-        if self.seqlen_name:
-            d[self.seqlen_name] = self.seqlen(step)
-        return {n: d[n] for n in self.names}
-
-    def next_batch(self):
-        """int64 (rows, s+1): this rank's rows of the next global batch, after the seqlen curriculum."""
-        s = self.seqlen()  # subtle: before next_batch advances the step
-        batch = self.windows.get(self.sampler.next_batch())  # (G / world_size, T+1)
-        if self.seqlen_name == "seqlen_truncate":
-            batch = seqlen_truncate(batch, s)  # (rows, s+1)
-        elif self.seqlen_name == "seqlen_reshape":
-            batch = seqlen_reshape(batch, s)  # (rows * T // s, s+1)
-        return batch
-
-    def state_dict(self):
-        return self.sampler.state_dict()  # the seqlen curriculum is a function of the step alone
-
-    def load_state_dict(self, state):
-        self.sampler.load_state_dict(state)
-
-
-def load_index(windows, metrics, build=True, wait=None):
-    """The analyzer's sorted index of every admission metric in metrics (a seqlen curriculum needs none).
-
-    build: (re)build a missing or stale index first. Under torchrun rank 0 builds and every rank waits.
-    """
-    names = [n for n in metrics if n not in SEQLEN_METRICS]
-    index_dir = os.path.join(os.path.dirname(windows.path), "index")
-    if names and build:
-        analyzer.ensure_index(windows.path, windows.block_size, names, index_dir)
-    if wait:
-        wait()
-    return analyzer.ensure_index(windows.path, windows.block_size, names, index_dir, verbose=False) if names else {}

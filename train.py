@@ -3,11 +3,10 @@ Train a GPT with curriculum learning and random-LTD, on one CPU, one GPU, or man
 
     python train.py                                           # default corpus, small model, a few CPU minutes
     python train.py --config examples/ds_config_cl_ltd.json   # a DeepSpeed data_efficiency section, unchanged
-    torchrun --standalone --nproc_per_node=2 train.py --global_batch_size=32
+    torchrun --standalone --nproc_per_node=8 train.py --global_batch_size=128
 
-nanoGPT's train.py with DeepSpeed Data Efficiency (arXiv 2212.03597) wired in: the curriculum
-loader (sampler.py) and random-LTD (arXiv 2211.11586). One effective-token clock drives the
-learning rate and the stopping point:
+nanoGPT's train.py with DeepSpeed Data Efficiency (arXiv 2212.03597) wired in: the curriculum sampler
+(sampler.py) and random-LTD (arXiv 2211.11586). One effective-token clock drives the LR and the stop:
 
     layer_tokens(step) = B * (s * (L - n) + min(r, s) * n),  effective tokens = layer_tokens / L
 
@@ -15,9 +14,8 @@ with B rows of length s (the curriculum length), r the LTD kept length, n of L l
 
 But:
 - batches come from a seeded, rank-sharded sampler without replacement, not nanoGPT's random offsets;
-- config is a dataclass with a generated --key=value command line (config.py), no exec configurator;
-- checkpoints also hold the sampler, every rank's RNG states, the clock and the settings that shape
-  the run; --resume refuses another corpus or changed settings and continues bit-exactly on CPU;
+- checkpoints also hold the sampler, every rank's RNG states and the clock (checkpoint.py), and
+  --resume continues bit-exactly on CPU; SIGTERM and Ctrl-C stop at a step boundary with one (launch.py);
 - LR warmup and decay follow effective tokens (DeepSpeed's LayerToken LR schedule, which raises
   "not implemented" there, works here), and the decay ends where the run's budget ends.
 """
@@ -35,8 +33,7 @@ import math
 import os
 import time
 from contextlib import nullcontext
-from dataclasses import asdict
-from types import SimpleNamespace
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -44,69 +41,106 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import analyzer
+import checkpoint
 import data
-from checkpoint import load_checkpoint, lock_run_dir, restore, restore_rng, rng_states, save_checkpoint, snapshot
+import launch
+from launch import print0
 from model import GPT, GPTConfig, compile_count, compile_model
 from random_ltd import layer_tokens
-from sampler import SEQLEN_METRICS, CurriculumLoader, load_index
+from sampler import SEQLEN_METRICS, CurriculumSampler
 from scheduler import RandomLTDScheduler
 
+
+@dataclass
+class Run:
+    """The parts of a run that stay fixed while it trains; the loop's changing state is the dict `state`."""
+    cfg: config.TrainConfig
+    ddp: bool  # under torchrun
+    rank: int
+    world_size: int
+    device: str  # cpu or cuda:N
+    dtype: str  # float32, bfloat16 or float16, resolved for the device
+    model: torch.nn.Module  # what runs the step: raw_model, compiled and/or wrapped in DDP
+    raw_model: GPT
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler  # scales the loss under float16 only
+    sampler: CurriculumSampler  # this rank's batches; sampler.windows is the train split
+    ltd: RandomLTDScheduler  # or None: random-LTD off
+    ltd_gen: torch.Generator  # this rank's kept tokens
+    val_data: data.SampleWindows
+    eval_ids: np.ndarray  # the fixed val windows every evaluation uses, the same for any batch or world size
+    lr_tokens: tuple  # (tokens of one dense step, warmup end, decay end), in effective tokens
+    settings: dict  # what a resume must match
+
+
 # -----------------------------------------------------------------------------
-# distributed init: one path for python and torchrun (NCCL on CUDA, Gloo on CPU)
+# data, model, optimizer: the run's fixed parts
 
 
-def print0(*args, **kwargs):
-    if int(os.environ.get("RANK", 0)) == 0:
-        print(*args, **kwargs, flush=True)
+def load_data(cfg, G, rank, local_rank, world_size, ddp, notes):
+    """-> (train windows, val windows, meta, sampler, random-LTD settings or None)."""
+    metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes)
+    launch.on_each_filesystem(lambda: data.corpus_dir(cfg.data_dir), rank, local_rank, ddp)
+    data_dir = data.corpus_dir(cfg.data_dir, prepare_default=False)
+    train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
+    names, index_dir = [n for n in metrics if n not in SEQLEN_METRICS], os.path.join(data_dir, "index")
+    build = lambda: analyzer.ensure_index(train_data.path, cfg.block_size, names, index_dir)  # noqa: E731
+    launch.on_each_filesystem(build if names else lambda: None, rank, local_rank, ddp)
+    index = {n: analyzer.load_index(index_dir, n) for n in names}
+    weights = config.domain_weights(cfg.domain_weights, meta.get("domains", []))
+    sampler = CurriculumSampler(train_data, G, metrics, index, cfg.seed, rank, world_size, weights)
+    return train_data, val_data, meta, sampler, ltd
 
 
-def resolve_device(device, n_gpu, local_rank=0, local_world_size=1):
-    """This process's device from --device, torchrun's LOCAL_RANK / LOCAL_WORLD_SIZE and the visible GPUs.
-
-    auto -> cuda:LOCAL_RANK with GPUs, else cpu; cuda -> cuda:LOCAL_RANK; cuda:N -> cuda:N (one rank per machine).
-    Always an index (torch.cuda.set_device refuses a bare "cuda"). 2 GPUs: auto, rank 1 of 2 -> cuda:1.
-    """
-    if device == "auto":
-        device = "cuda" if n_gpu else "cpu"
-    if device == "cpu":
-        return device
-    if n_gpu == 0:
-        raise ValueError(f"--device={device} but torch sees no CUDA device; use --device=cpu")
-    if local_world_size > n_gpu:
-        raise ValueError(f"{local_world_size} ranks on this machine but {n_gpu} GPU(s); use torchrun "
-                         f"--nproc_per_node={n_gpu}, or --device=cpu for Gloo processes")
-    if device != "cuda" and local_world_size > 1:
-        raise ValueError(f"--device={device} would put {local_world_size} ranks on one GPU; use --device=cuda "
-                         "(each rank takes cuda:LOCAL_RANK)")
-    index = local_rank if device == "cuda" else int(device.split(":")[1])
-    if index >= n_gpu:
-        raise ValueError(f"--device={device} but this machine has {n_gpu} GPU(s), cuda:0..cuda:{n_gpu - 1}")
-    return f"cuda:{index}"
-
-
-def init_distributed(cfg):
-    """-> (ddp, rank, world_size, device); torchrun sets RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE."""
-    ddp = "RANK" in os.environ
-    env = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
-    rank, world_size, local_rank, local_world = (int(os.environ[k]) for k in env) if ddp else (0, 1, 0, 1)
-    n_gpu = torch.cuda.device_count() if cfg.device != "cpu" else 0
-    device = resolve_device(cfg.device, n_gpu, local_rank, local_world)
-    if device != "cpu":
-        torch.cuda.set_device(device)
-    if cfg.dtype == "float16" and device == "cpu":
+def resolve_dtype(dtype, device):
+    """auto -> bfloat16 on GPUs that have it natively, float16 on older ones (V100, T4), float32 on the CPU."""
+    if dtype == "float16" and device == "cpu":
         raise ValueError("--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); "
                          "use float32 or bfloat16")
+    if dtype != "auto" or device == "cpu":
+        return "float32" if dtype == "auto" else dtype
+    return "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
+
+
+def setup(cfg, ddp, rank, local_rank, world_size, device, notes):
+    G = cfg.global_batch_size or cfg.batch_size * world_size
+    if G % (cfg.batch_size * world_size):
+        raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * "
+                         f"{world_size}; change --global_batch_size or --batch_size")
+    train_data, val_data, meta, sampler, ltd = load_data(cfg, G, rank, local_rank, world_size, ddp, notes)
+    torch.manual_seed(cfg.seed)  # the same initial weights on every rank
+    gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer, bias=cfg.bias,
+                      n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout,
+                      ltd_layers=tuple(sorted(set(ltd["random_ltd_layer_id"] or []))) or None if ltd else None)
+    raw_model, dtype, device_type = GPT(gconf).to(device), resolve_dtype(cfg.dtype, device), device.split(":")[0]
+    torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's seed offset
+    ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # so do the kept tokens
+    optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
+    shapes_change = bool(ltd) or sampler.seqlen_name is not None  # s or r follow a schedule
+    model = compile_model(raw_model, shapes_change) if cfg.compile else raw_model
     if ddp:
-        dist.init_process_group(backend="nccl" if device != "cpu" else "gloo")
-    return ddp, rank, world_size, device
+        model = DDP(model, device_ids=[int(device.split(":")[1])] if device != "cpu" else None)
+    ltd_sched = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
+    lr_tokens = (G * cfg.block_size, cfg.warmup_iters * G * cfg.block_size,
+                 decay_horizon(cfg, sampler, ltd_sched, len(raw_model.ltd_layers)))
+    n_eval = min(cfg.eval_samples, len(val_data))
+    settings = {"corpus": data.fingerprint(os.path.dirname(train_data.path)), "model": asdict(gconf), "seed": cfg.seed,
+                "global_batch_size": G, "curricula": {n: c.config for n, c in sampler.schedules.items()},
+                "random_ltd": ltd, "domain_weights": None if sampler.weights is None else sampler.weights.tolist(),
+                "lr_schedule": [cfg.learning_rate, cfg.min_lr, *lr_tokens[1:]],
+                "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
+    scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
+    return Run(cfg, ddp, rank, world_size, device, dtype, model, raw_model, optimizer, scaler, sampler, ltd_sched,
+               ltd_gen, val_data, np.arange(n_eval) * (len(val_data) // n_eval), lr_tokens, settings), meta
 
 
 # -----------------------------------------------------------------------------
 # learning rate and kept length on the effective-token clock
 
 
-def get_lr(tokens, cfg, warmup_tokens, decay_tokens, step_tokens):
-    """Linear warmup from one step's worth (as nanoGPT's (it+1)/(warmup+1)), cosine to min_lr at decay_tokens."""
+def get_lr(tokens, cfg, lr_tokens):
+    """Linear warmup from one step's worth (as nanoGPT's (it+1)/(warmup+1)), cosine to min_lr at the decay end."""
+    step_tokens, warmup_tokens, decay_tokens = lr_tokens
     if tokens < warmup_tokens:
         return cfg.learning_rate * (tokens + step_tokens) / (warmup_tokens + step_tokens)
     if tokens >= decay_tokens:
@@ -120,24 +154,24 @@ def kept_length(ltd_sched, step, s):
     return min(ltd_sched.get_value(step), s) if ltd_sched else None
 
 
-def decay_horizon(cfg, loader, ltd_sched, n_ltd, dense_step_tokens):
+def decay_horizon(cfg, sampler, ltd_sched, n_ltd):
     """Effective tokens where the cosine decay ends: --lr_decay_iters, else where the budget ends.
 
     A step budget ends at the effective tokens the schedules will have spent by then (they are
     pure functions of the step, so this is exact); a token budget ends at --max_tokens.
     """
     if cfg.lr_decay_iters:
-        return cfg.lr_decay_iters * dense_step_tokens
+        return cfg.lr_decay_iters * sampler.G * cfg.block_size
     ends = [cfg.max_tokens] if cfg.max_tokens else []
     if cfg.max_iters:
-        rows_s = [(loader.rows(t), loader.seqlen(t)) for t in range(cfg.max_iters)]
-        ends.append(sum(layer_tokens(b, s, kept_length(ltd_sched, t, s), cfg.n_layer, n_ltd)
-                        for t, (b, s) in enumerate(rows_s)) / cfg.n_layer)
+        s = [sampler.seqlen(t) for t in range(cfg.max_iters)]
+        ends.append(sum(layer_tokens(sampler.rows(t), s[t], kept_length(ltd_sched, t, s[t]), cfg.n_layer, n_ltd)
+                        for t in range(cfg.max_iters)) / cfg.n_layer)
     return min(ends)
 
 
 # -----------------------------------------------------------------------------
-# evaluation: one fixed set of val windows, shared out over ranks
+# evaluation and the training step
 
 
 @torch.no_grad()
@@ -159,129 +193,28 @@ def estimate_loss(model, val_data, eval_ids, batch_size, ctx=nullcontext()):
     return (total[0] / total[1]).item()
 
 
-# -----------------------------------------------------------------------------
-# setup: data, schedules, model, optimizer -> the run's fixed parts
-
-
-def setup(cfg, ddp, rank, world_size, device):
-    master_process, barrier = rank == 0, (dist.barrier if ddp else (lambda: None))
-    G = cfg.global_batch_size or cfg.batch_size * world_size
-    if G % (cfg.batch_size * world_size):
-        raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * "
-                         f"{world_size}; change --global_batch_size or --batch_size")
-    notes = []
-    data_dir = data.corpus_dir(cfg.data_dir, prepare_default=master_process)
-    barrier()  # subtle: every rank waits, whether or not it saw the corpus missing
-    train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
-    metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes)
-    weights = config.domain_weights(cfg.domain_weights, meta.get("domains", []))
-    loader = CurriculumLoader(train_data, G, seed=cfg.seed, rank=rank, world_size=world_size, metrics=metrics,
-                              index=load_index(train_data, metrics, master_process, barrier),
-                              deepspeed=bool(cfg.config), domain_weights=weights)
-    ltd_sched = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
-    if ltd_sched and ltd_sched.max > cfg.block_size:
-        raise ValueError(f"random_ltd max_value {ltd_sched.max} > block_size {cfg.block_size}; "
-                         f"set --block_size={ltd_sched.max} or lower max_value")
-    # --- model: the same init on every rank, then per-rank dropout and random-LTD streams
-    torch.manual_seed(cfg.seed)
-    gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer,
-                      n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias,
-                      ltd_layers=tuple(ltd["random_ltd_layer_id"]) if ltd else None)
-    raw_model = GPT(gconf).to(device)
-    torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's seed offset
-    ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # so do the kept tokens
-    device_type = device.split(":")[0]
-    optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
-    dtype = cfg.dtype if cfg.dtype != "auto" else \
-        ("bfloat16" if device_type == "cuda" and torch.cuda.is_bf16_supported() else "float32")
-    shapes_change = bool(ltd) or any(n in SEQLEN_METRICS for n in metrics)  # s or r follow a schedule
-    model = compile_model(raw_model, shapes_change) if cfg.compile else raw_model
-    if ddp:
-        model = DDP(model, device_ids=[int(device.split(":")[1])] if device_type == "cuda" else None)
-    # --- schedules on the effective-token clock; eval windows evenly spread, the same for any batch or world size
-    n_ltd, step_tokens = len(ltd["random_ltd_layer_id"]) if ltd else 0, G * cfg.block_size
-    warmup, decay = cfg.warmup_iters * step_tokens, decay_horizon(cfg, loader, ltd_sched, n_ltd, step_tokens)
-    n_eval = min(cfg.eval_samples, len(val_data))
-    settings = {"corpus": data.fingerprint(os.path.dirname(train_data.path)), "model": asdict(gconf),
-                "global_batch_size": G, "seed": cfg.seed, "curricula": metrics, "random_ltd": ltd,
-                "domain_weights": weights, "lr_schedule": [cfg.learning_rate, cfg.min_lr, warmup, decay],
-                "dtype": cfg.dtype, "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
-    return SimpleNamespace(  # the run's fixed parts; the loop's changing state is a separate dict
-        cfg=cfg, ddp=ddp, rank=rank, world_size=world_size, device=device, master_process=master_process,
-        model=model, raw_model=raw_model, optimizer=optimizer, scaler=torch.amp.GradScaler(enabled=dtype == "float16"),
-        ctx=nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=getattr(torch, dtype)),
-        dtype=dtype, loader=loader, ltd_sched=ltd_sched, ltd_gen=ltd_gen, n_ltd=n_ltd, G=G,
-        grad_accum=G // (cfg.batch_size * world_size), step_tokens=step_tokens, warmup_tokens=warmup,
-        decay_tokens=decay, train_data=train_data, val_data=val_data, meta=meta, metrics=metrics, ltd=ltd,
-        eval_ids=np.arange(n_eval) * (len(val_data) // n_eval), notes=notes, settings=settings,
-        ckpt_path=os.path.join(cfg.out_dir, "ckpt.pt"))
-
-
-# -----------------------------------------------------------------------------
-# resume: checkpoint.py's snapshot() and restore() of the run's parts
-
-
-def parts(run):
-    """What a checkpoint holds besides the loop's state and the RNGs: every part with a state_dict."""
-    return {"model": run.raw_model, "optimizer": run.optimizer, "scaler": run.scaler, "sampler": run.loader}
-
-
-def resume(run):
-    """The loop's state from the checkpoint in out_dir; every rank's RNGs restored (bit-exact on as many ranks)."""
-    ckpt = load_checkpoint(run.ckpt_path, run.device)
-    state, notes = restore(ckpt, parts(run), run.settings, run.cfg, run.ckpt_path)
-    restore_rng(ckpt["rng"], run.rank, run.ltd_gen, run.device)
-    if len(ckpt["rng"]) != run.world_size:
-        notes.append(f"the checkpoint was written by {len(ckpt['rng'])} rank(s), this run has {run.world_size}: it "
-                     "continues with the same global batches, but dropout and random-LTD draw other tokens")
-    run.notes += notes
-    return state
-
-
-# -----------------------------------------------------------------------------
-# the training loop
-
-
-def print_summary(run):
-    cfg, tr = run.cfg, run.train_data
-    print0(f"data {os.path.dirname(tr.path)}: {len(tr):,} train / {len(run.val_data):,} val windows of "
-           f"{cfg.block_size}+1 tokens, vocab {run.meta['vocab_size']}; eval on {len(run.eval_ids)} fixed val windows")
-    print0(f"model: {run.raw_model.get_num_params() / 1e6:.2f}M parameters, {cfg.n_layer} layers; device {run.device}, "
-           f"{run.dtype}, world size {run.world_size}, {torch.get_num_threads()} torch threads per process")
-    print0(f"batch: {run.G} rows/step = {cfg.batch_size} x {run.grad_accum} accum x {run.world_size} ranks; "
-           f"{run.step_tokens:,} dense tokens/step")
-    print0(f"lr: warmup to {cfg.learning_rate:g} over {run.warmup_tokens:,} effective tokens, cosine to "
-           f"{cfg.min_lr:g} at {run.decay_tokens:,.0f}")
-    for note in run.notes:
-        print0("note:", note)
-    budget = config.budget_steps(cfg, run.G)
-    iters = sorted({1, budget // 4, budget // 2, 3 * budget // 4, budget} - {0})  # iteration N runs step N-1
-    for name in run.metrics:
-        values = ", ".join(f"iter {n}: {run.loader.difficulties(n - 1)[name]}" for n in iters)
-        print0(f"curriculum {name} ({run.metrics[name].get('difficulty_type')}): {values}")
-    if run.ltd_sched:
-        values = ", ".join(f"iter {n}: {kept_length(run.ltd_sched, n - 1, run.loader.seqlen(n - 1))}" for n in iters)
-        print0(f"random-LTD on layers {run.ltd['random_ltd_layer_id']}: kept length {values}")
+def autocast(run):
+    return nullcontext() if run.dtype == "float32" else torch.autocast(run.device.split(":")[0],
+                                                                        dtype=getattr(torch, run.dtype))
 
 
 def train_step(run, lr, step):
     """One optimizer step on this rank's rows of the global batch -> (mean loss on the device, global rows, s, r)."""
     for g in run.optimizer.param_groups:
         g["lr"] = lr
-    assert run.loader.step == step, "the batch and the token clock must describe the same step"
-    batch = torch.from_numpy(run.loader.next_batch())  # (rows, s+1) at this step's curriculum
-    if run.device.startswith("cuda"):
+    assert run.sampler.step == step, "the batch and the token clock must describe the same step"
+    batch = torch.from_numpy(run.sampler.next_batch())  # (rows, s+1) at this step's curriculum
+    if run.device != "cpu":
         batch = batch.pin_memory().to(run.device, non_blocking=True)
-    s = batch.size(1) - 1
-    r = kept_length(run.ltd_sched, step, s)
+    s, accum = batch.size(1) - 1, run.sampler.G // (run.cfg.batch_size * run.world_size)
+    r = kept_length(run.ltd, step, s)
     loss_sum = torch.zeros((), device=run.device)  # subtle: no .item() per step, it would make the CPU wait for the GPU
-    for k, micro in enumerate(batch.chunk(run.grad_accum)):
-        last = k == run.grad_accum - 1
+    for k, micro in enumerate(batch.chunk(accum)):
         ltd_idx = run.raw_model.sample_ltd_indices(micro.size(0), s, r, run.ltd_gen)  # outside torch.compile
-        with nullcontext() if last or not run.ddp else run.model.no_sync():  # all-reduce on the last micro-step only
-            with run.ctx:
+        with run.model.no_sync() if run.ddp and k < accum - 1 else nullcontext():  # all-reduce on the last only
+            with autocast(run):
                 _, loss = run.model(micro[:, :-1], micro[:, 1:], ltd_idx=ltd_idx)
-                loss = loss / run.grad_accum
+                loss = loss / accum
             run.scaler.scale(loss).backward()
         loss_sum += loss.detach()
     if run.cfg.grad_clip:
@@ -296,87 +229,109 @@ def train_step(run, lr, step):
     return loss_sum, batch.size(0) * run.world_size, s, r
 
 
-def evaluate(run, state):
-    """Val loss on the fixed set; then, if asked, a checkpoint (every rank's RNG states, written by rank 0)."""
-    val_loss = estimate_loss(run.model, run.val_data, run.eval_ids, run.cfg.batch_size, run.ctx)
-    state["best_val_loss"] = min(state["best_val_loss"], val_loss)
-    print0(f"step {state['iter_num']}: val loss {val_loss:.4f}, "
-           f"effective tokens {state['layer_tokens'] / run.cfg.n_layer:,.0f}")
-    if run.cfg.save_checkpoint and state["iter_num"] > 0:
-        rngs = rng_states(run.ltd_gen, run.device)  # a collective: every rank takes part
-        if run.master_process:
-            save_checkpoint(run.ckpt_path, snapshot(parts(run), state, rngs, run.settings, run.cfg))
-            state["saved_iter"] = state["iter_num"]
-    return val_loss
+# -----------------------------------------------------------------------------
+# the loop
 
 
-def log_line(run, state, loss, lr, s, r, dt):
-    n, raw, eff = state["iter_num"], state["raw_tokens"], state["layer_tokens"] / run.cfg.n_layer
-    cl = "".join(f", {k} {v}" for k, v in run.loader.difficulties(n - 1).items() if k not in SEQLEN_METRICS)
-    print0(f"iter {n}: loss {loss:.4f}, lr {lr:.2e}{cl}, seqlen {s}, keep {r or s}, {dt * 1000:.1f}ms/step, "
-           f"{run.G * s / dt:,.0f} tok/s, tokens {raw:,} ({100 * (1 - raw / (n * run.step_tokens)):.1f}% fewer "
-           f"than dense: seqlen), effective {eff:,.0f} ({100 * (1 - eff / max(1, raw)):.1f}% fewer than raw: "
-           "random-LTD)")
-
-
-def train_loop(run, state):
-    cfg, L = run.cfg, run.cfg.n_layer
+def train_loop(run, state, signals, ckpt_path):
+    cfg, L, n_ltd = run.cfg, run.cfg.n_layer, len(run.raw_model.ltd_layers)
     out = {"losses": [], "lrs": [], "evals": [], "val_loss": None}
     pending, start_iter, t0 = [], state["iter_num"], time.time()
     while True:
-        eff = state["layer_tokens"] / L
-        done = (cfg.max_iters and state["iter_num"] >= cfg.max_iters) or (cfg.max_tokens and eff >= cfg.max_tokens)
-        if (state["iter_num"] % cfg.eval_interval == 0 and state["iter_num"] > start_iter) or done:
-            out["val_loss"] = evaluate(run, state)
+        n, eff = state["iter_num"], state["layer_tokens"] / L
+        done = (cfg.max_iters and n >= cfg.max_iters) or (cfg.max_tokens and eff >= cfg.max_tokens)
+        if (n % cfg.eval_interval == 0 and n > start_iter) or done:
+            out["val_loss"] = estimate_loss(run.model, run.val_data, run.eval_ids, cfg.batch_size, autocast(run))
             out["evals"].append((eff, out["val_loss"]))
+            print0(f"step {n}: val loss {out['val_loss']:.4f}, effective tokens {eff:,.0f}")
+            if cfg.save_checkpoint and n > 0:
+                checkpoint.save(run, state, ckpt_path)
+        stop = None if done else launch.stop_requested(signals, run.ddp, run.device, n % cfg.log_interval == 0)
+        if stop and n > start_iter:
+            if cfg.save_checkpoint:
+                checkpoint.save(run, state, ckpt_path)
+            saved = ckpt_path if cfg.save_checkpoint else "none (--save_checkpoint=false)"
+            raise launch.Stopped(f"stopped by {stop} at iter {n}; checkpoint: {saved}; continue with --resume")
         if done:
             break
-        lr = get_lr(eff, cfg, run.warmup_tokens, run.decay_tokens, run.step_tokens)
-        loss, rows, s, r = train_step(run, lr, state["iter_num"])
+        lr = get_lr(eff, cfg, run.lr_tokens)
+        loss, rows, s, r = train_step(run, lr, n)
         state["raw_tokens"] += rows * s
-        state["layer_tokens"] += layer_tokens(rows, s, r, L, run.n_ltd)
-        state["iter_num"] += 1
+        state["layer_tokens"] += layer_tokens(rows, s, r, L, n_ltd)
+        state["iter_num"] = n = n + 1
         pending.append(loss)
         out["lrs"].append(lr)
-        if state["iter_num"] % cfg.log_interval == 0:
+        if n % cfg.log_interval == 0:  # nanoGPT's line, plus the curricula, the kept length and the saving when on
             out["losses"] += torch.stack(pending).tolist()  # one device-to-host copy per log interval
-            pending.clear()
-            dt, t0 = (time.time() - t0) / cfg.log_interval, time.time()
-            log_line(run, state, out["losses"][-1], lr, s, r, dt)
+            pending, dt, t0 = [], (time.time() - t0) / cfg.log_interval, time.time()
+            line = "".join(f", {k.removesuffix('_truncate').removesuffix('_reshape')} {v}"
+                           for k, v in run.sampler.difficulties(n - 1).items())
+            line += f", keep {r or s}" if run.ltd else ""
+            saving = 1 - state["layer_tokens"] / L / (n * run.lr_tokens[0])
+            line += f", {100 * saving:.1f}% fewer effective tokens" if run.ltd or run.sampler.schedules else ""
+            print0(f"iter {n}: loss {out['losses'][-1]:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms{line}")
     out["losses"] += torch.stack(pending).tolist() if pending else []
     return out
 
 
+def print_summary(run, meta, notes):
+    cfg, G, tr = run.cfg, run.sampler.G, run.sampler.windows
+    print0(f"data {os.path.dirname(tr.path)}: {len(tr):,} train / {len(run.val_data):,} val windows of "
+           f"{cfg.block_size}+1 tokens, vocab {meta['vocab_size']}; eval on {len(run.eval_ids)} fixed val windows")
+    print0(f"model: {run.raw_model.get_num_params() / 1e6:.2f}M parameters, {cfg.n_layer} layers; device {run.device}, "
+           f"{run.dtype}, world size {run.world_size}, {torch.get_num_threads()} torch threads per process")
+    print0(f"batch: {G} rows/step = {cfg.batch_size} x {G // (cfg.batch_size * run.world_size)} accum x "
+           f"{run.world_size} ranks; lr: warmup to {cfg.learning_rate:g} over {run.lr_tokens[1]:,} effective tokens "
+           f"({run.lr_tokens[0]:,} a dense step), cosine to {cfg.min_lr:g} at {run.lr_tokens[2]:,.0f}")
+    for note in notes:
+        print0("note:", note)
+    budget = config.budget_steps(cfg, G)
+    iters = sorted({1, budget // 4, budget // 2, 3 * budget // 4, budget} - {0})  # iteration N runs step N-1
+    for name, sched in run.sampler.schedules.items():
+        values = ", ".join(f"iter {n}: {run.sampler.difficulties(n - 1)[name]}" for n in iters)
+        print0(f"curriculum {name} ({sched.config.get('difficulty_type')}): {values}")
+    if run.ltd:
+        values = ", ".join(f"iter {n}: {kept_length(run.ltd, n - 1, run.sampler.seqlen(n - 1))}" for n in iters)
+        print0(f"random-LTD on layers {sorted(run.raw_model.ltd_layers)}: kept length {values}")
+
+
 def train(cfg):
-    """Train with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)], val_loss, model."""
-    config.check(cfg)
+    """Train with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)], val_loss, model, ..."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    ddp, rank, world_size, device = init_distributed(cfg)
-    lock, t_start = None, time.time()
-    state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0, "best_val_loss": float("inf"), "saved_iter": None}
+    lock, t_start, notes, ckpt_path = None, time.time(), [], os.path.join(cfg.out_dir, "ckpt.pt")
+    state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0, "saved_iter": None}
+    signals, restore_signals = launch.catch_signals()
+    ddp = False
     try:
-        lock = lock_run_dir(cfg) if rank == 0 else None
-        run = setup(cfg, ddp, rank, world_size, device)
+        ddp, rank, local_rank, world_size, device = launch.init_distributed(cfg.device)
+        lock = checkpoint.lock_run_dir(cfg) if rank == 0 else None
+        run, meta = setup(cfg, ddp, rank, local_rank, world_size, device, notes)
         if cfg.resume:
-            state = resume(run)
-        print_summary(run)
-        out = train_loop(run, state)
-    except KeyboardInterrupt:
+            state, more = checkpoint.resume(run, ckpt_path)
+            notes += more
+        print_summary(run, meta, notes)
+        out = train_loop(run, state, signals, ckpt_path)
+    except KeyboardInterrupt:  # a second signal: at once, without a checkpoint
         saved = state["saved_iter"] if state["saved_iter"] is not None else "none this run"
-        raise ValueError(f"interrupted at iter {state['iter_num']}; last checkpoint written at iter {saved} "
-                         f"({os.path.join(cfg.out_dir, 'ckpt.pt')}); continue with --resume") from None
+        raise launch.Stopped(f"interrupted at iter {state['iter_num']}; last checkpoint written at iter {saved} "
+                             f"({ckpt_path}); continue with --resume") from None
+    except (ValueError, OSError) as e:
+        e.line = launch.error_line(e)  # while the process group is up: its store counts the ranks that say it
+        raise
     finally:
+        restore_signals()
         if lock is not None:
             os.close(lock)
-        if ddp:
+        if ddp and dist.is_initialized():
             gc.collect()  # subtle: free the DDP wrapper (it sits in reference cycles) while its process group is alive
             dist.destroy_process_group()
     if cfg.compile:
         print0(f"torch.compile: {compile_count()} compilations")
-    return {**out, "iter_num": state["iter_num"], "raw_tokens": state["raw_tokens"],
+    return {**out, "iter_num": state["iter_num"], "raw_tokens": state["raw_tokens"], "meta": meta,
             "effective_tokens": state["layer_tokens"] / cfg.n_layer, "time": time.time() - t_start,
-            "model": run.raw_model, "meta": run.meta, "train_data": run.train_data, "val_data": run.val_data}
+            "dense_tokens": state["iter_num"] * run.lr_tokens[0], "model": run.raw_model,
+            "train_data": run.sampler.windows, "val_data": run.val_data}
 
 
 def sample(model, val_data, n_tokens, seed):
@@ -389,20 +344,27 @@ def sample(model, val_data, n_tokens, seed):
 
 
 def main(argv=None):
-    master_process = int(os.environ.get("RANK", 0)) == 0
     try:
         cfg = config.parse_args(sys.argv[1:] if argv is None else argv)
         out = train(cfg)
-    except (ValueError, OSError) as e:
-        if master_process:  # under torchrun: one line, not one per rank
-            print(f"error: {e}", file=sys.stderr)
+    except launch.Stopped as e:
+        print0(e, file=sys.stderr)
         sys.exit(1)
-    if master_process:
-        h = analyzer.unigram_entropy(out["train_data"].path)
-        print(f"done: {out['iter_num']} steps in {out['time']:.0f}s, val loss {out['val_loss']:.4f} "
-              f"(unigram entropy of the data {h:.4f}; lower means the model uses context)")
-        if cfg.sample_tokens and out["meta"].get("tokenizer") == "bytes":
-            print("sample:\n" + sample(out["model"], out["val_data"], cfg.sample_tokens, cfg.seed))
+    except (ValueError, OSError) as e:
+        line = e.line if hasattr(e, "line") else launch.error_line(e)
+        if line:  # under torchrun: once, from the first rank that met it
+            print(line, file=sys.stderr, flush=True)
+        sys.exit(1)
+    if int(os.environ.get("RANK", 0)):
+        return
+    raw, eff, h = out["raw_tokens"], out["effective_tokens"], analyzer.unigram_entropy(out["train_data"].path)
+    print0(f"done: {out['iter_num']} steps in {out['time']:.0f}s, val loss {out['val_loss']:.4f} (unigram entropy of "
+           f"the data {h:.4f}; lower means the model uses context); {raw / out['time']:,.0f} tok/s")
+    if eff < out["dense_tokens"]:  # a technique saved something: where
+        print0(f"tokens: {raw:,} raw ({100 * (1 - raw / max(1, out['dense_tokens'])):.1f}% fewer than dense: seqlen "
+               f"curriculum), {eff:,.0f} effective ({100 * (1 - eff / max(1, raw)):.1f}% fewer than raw: random-LTD)")
+    if cfg.sample_tokens and out["meta"].get("tokenizer") == "bytes":
+        print0("sample:\n" + sample(out["model"], out["val_data"], cfg.sample_tokens, cfg.seed))
 
 
 if __name__ == "__main__":

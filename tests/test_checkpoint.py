@@ -16,7 +16,7 @@ def test_round_trip_and_plain_torch_load(tmp_path):
     path = str(tmp_path / "ckpt.pt")
     ckpt = {"model": {"w": torch.arange(6.0)}, "state": {"iter_num": 3}}
     checkpoint.save_checkpoint(path, ckpt)
-    back = checkpoint.load_checkpoint(path, "cpu")
+    back = checkpoint.load_checkpoint(path)
     assert torch.equal(back["model"]["w"], ckpt["model"]["w"]) and back["state"] == {"iter_num": 3}
     assert torch.load(path, weights_only=False)["state"]["iter_num"] == 3  # still a plain torch.save file
     assert os.listdir(tmp_path) == ["ckpt.pt"]  # no temporary left behind
@@ -37,12 +37,12 @@ def test_damaged_checkpoint_is_one_clear_error(tmp_path, damage):
         blob = b"PK\x03\x04 this is some other file"
     open(path, "wb").write(bytes(blob))
     with pytest.raises(ValueError, match="damaged or not a checkpoint"):
-        checkpoint.load_checkpoint(path, "cpu")
+        checkpoint.load_checkpoint(path)
 
 
 def test_missing_checkpoint(tmp_path):
     with pytest.raises(ValueError, match="no checkpoint at"):
-        checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"), "cpu")
+        checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"))
 
 
 def test_disk_full_keeps_the_previous_checkpoint(tmp_path, monkeypatch):

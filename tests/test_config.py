@@ -40,11 +40,13 @@ def test_every_option_has_help_and_help_is_fast():
     (["--log_interval=0"], "--log_interval=0 must be at least 1"),
     (["--eval_samples=0"], "--eval_samples=0 must be at least 1"),
     (["--n_head=3"], "--n_head=3 does not divide --n_embd=128"),
-    (["--dtype=fp8"], "--dtype=fp8 unknown"),
+    (["--dtype=fp8"], "--dtype: invalid choice: 'fp8'"),
     (["--device=tpu"], "--device=tpu unknown"),
     (["--ltd_layers=a,b"], "--ltd_layers=a,b must be comma-separated integers"),
     (["--max_iters=0", "--max_tokens=0"], "would train without end"),
-    (["--seqlen=shrink"], "--seqlen=shrink unknown"),
+    (["--seqlen=shrink"], "--seqlen: invalid choice: 'shrink'"),
+    (["--learning_rate=0"], "--learning_rate=0.0 must be positive"),
+    (["--dropout=1"], "--dropout=1.0 must be below 1"),
     (["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete"], "needs --cl_discrete_difficulty"),
     (["--config=tests"], "is a directory"),
     (["--nope=1"], "unknown option: --nope=1; see train.py --help"),
@@ -79,11 +81,10 @@ def test_fixed_discrete_from_flags():
     assert entry["schedule_config"] == {"difficulty": [10, 50, 100], "max_step": [5, 9]}
 
 
-def test_ltd_layers_resolved_once_from_flags_or_deepspeed():
-    assert (data_efficiency(parse_args(["--random_ltd", "--n_layer=6"]), 16, KNOWN, [])[1]["random_ltd_layer_id"]
-            == [1, 2, 3, 4])
+def test_ltd_layers_checked_once_and_the_default_left_to_the_model():
+    assert data_efficiency(parse_args(["--random_ltd", "--n_layer=6"]), 16, KNOWN, [])[1]["random_ltd_layer_id"] == []
     cfg = parse_args(["--random_ltd", "--n_layer=6", "--ltd_layers=4,2"])
-    assert data_efficiency(cfg, 16, KNOWN, [])[1]["random_ltd_layer_id"] == [2, 4]
+    assert data_efficiency(cfg, 16, KNOWN, [])[1]["random_ltd_layer_id"] == [4, 2]
     with pytest.raises(ValueError, match="--n_layer=3 or more"):
         data_efficiency(parse_args(["--random_ltd", "--n_layer=2"]), 16, KNOWN, [])
     with pytest.raises(ValueError, match=r"inside 0..3 \(got \[7\]\)"):

@@ -24,8 +24,8 @@ def test_every_token_kept_through_the_gather_path_equals_dense_in_bf16():
     with bf16():
         dense, loss = model(b[:, :-1], b[:, 1:])
         ltd, ltd_loss = model(b[:, :-1], b[:, 1:], ltd_idx=all_kept)
-        same, _ = model(b[:, :-1], b[:, 1:], ltd_keep=64, generator=torch.Generator("cuda").manual_seed(0))
-    assert torch.equal(dense, same)  # ltd_keep >= T skips the LTD path: exactly dense
+        same, _ = model(b[:, :-1], b[:, 1:], ltd_idx=model.sample_ltd_indices(4, 64, 64))
+    assert torch.equal(dense, same)  # r >= T skips the LTD path: exactly dense
     assert torch.allclose(dense.float(), ltd.float(), atol=2e-2) and abs(loss.item() - ltd_loss.item()) < 1e-2
 
 
@@ -41,8 +41,8 @@ def test_no_future_leakage_on_cuda():
     for j in (5, 31, 63):
         b2 = b.clone()
         b2[:, j] = (b2[:, j] + 7) % 50
-        l1, _ = model(b, ltd_keep=20, generator=torch.Generator("cuda").manual_seed(3))
-        l2, _ = model(b2, ltd_keep=20, generator=torch.Generator("cuda").manual_seed(3))
+        l1, _ = model(b, ltd_idx=model.sample_ltd_indices(3, 64, 20, torch.Generator("cuda").manual_seed(3)))
+        l2, _ = model(b2, ltd_idx=model.sample_ltd_indices(3, 64, 20, torch.Generator("cuda").manual_seed(3)))
         assert torch.allclose(l1[:, :j], l2[:, :j], atol=1e-6, rtol=0)
         assert not torch.allclose(l1[:, j:], l2[:, j:], atol=1e-3)
 

@@ -1,5 +1,5 @@
-"""sampler.py: admission (ours and DeepSpeed's), without-replacement passes, full batches, rank slices, resume,
-seqlen transforms, the loader's batches, domain weights."""
+"""sampler.py: admission (DeepSpeed's rounding and step offset), without-replacement passes, full batches, rank
+slices, resume, seqlen transforms, the batches of tokens, domain weights."""
 
 import json
 import os
@@ -8,119 +8,139 @@ import numpy as np
 import pytest
 
 import sampler
-from sampler import CurriculumLoader, CurriculumSampler, admitted_prefix, domain_counts, seqlen_reshape, seqlen_truncate
+from sampler import CurriculumSampler, admitted_prefix, domain_counts, seqlen_reshape, seqlen_truncate
 
 N = 200
+
+
+class Windows:
+    """data.SampleWindows stand-in: sample i is tokens i*T .. i*T+T of the stream 0, 1, 2, ..."""
+
+    def __init__(self, n=N, T=32, domains=None):
+        self.n, self.block_size, self.domains = n, T, domains
+
+    def __len__(self):
+        return self.n
+
+    def get(self, ids):
+        return np.asarray(ids)[:, None] * self.block_size + np.arange(self.block_size + 1)
 
 
 def metric_index(seed):
     """A random metric over N samples and its sorted index, as analyzer.py writes it."""
     m = np.random.default_rng(seed).integers(0, 50, N).astype(np.float64)
     order = np.argsort(m, kind="stable")
-    return m, order, m[order]
+    return m, {"index_to_sample": order, "index_to_metric": m[order]}
 
 
-def curriculum(name, kind, fn, seed):
-    m, i2s, i2m = metric_index(seed)
-    c = {"name": name, "difficulty_type": kind, "get_difficulty": fn, "index_to_sample": i2s, "index_to_metric": i2m}
-    return c, m
+def custom(kind, fn, max_difficulty=100):
+    """A curriculum_metrics entry whose difficulty at u is fn(u) (the batch of step t uses u = t + 1)."""
+    return {"difficulty_type": kind, "max_difficulty": max_difficulty, "schedule_type": "custom", "get_difficulty": fn}
+
+
+def make(kind="percentile", fn=lambda u: 100, seed=0, metric_seed=0, G=16, **kw):
+    """A sampler over N windows with one custom curriculum "a"; -> (sampler, metric values, its index)."""
+    m, index = metric_index(metric_seed)
+    return CurriculumSampler(Windows(), G, {"a": custom(kind, fn)}, {"a": index}, seed=seed, **kw), m, index
+
+
+def ids_of(batch, T=32):
+    return batch[:, 0] // T  # a window's first token identifies it
 
 
 def test_admitted_prefix_worked_example():
     """metric=[5,1,3] -> index_to_sample=[1,2,0], index_to_metric=[1,3,5]."""
     i2s, i2m = np.array([1, 2, 0]), np.array([1.0, 3.0, 5.0])
-    assert admitted_prefix("value", 3, i2s, i2m) == 2
-    assert admitted_prefix("value", 0.5, i2s, i2m) == 0
-    assert admitted_prefix("percentile", 34, i2s, i2m) == 1
-    assert admitted_prefix("percentile", 100, i2s, i2m) == 3
+    assert admitted_prefix("value", 3, i2s, i2m, 100) == 2
+    assert admitted_prefix("value", 0.5, i2s, i2m, 100) == 0
+    assert admitted_prefix("percentile", 34, np.arange(300), None, 100) == 102  # (300 // 100) * 34
+    assert admitted_prefix("percentile", 100, i2s, i2m, 100) == 3  # all of them at max, even with N < max
 
 
 def test_dense_is_a_permutation_per_pass():
-    s = CurriculumSampler(N, 20, seed=3)
+    s = CurriculumSampler(Windows(), 20, seed=3)
     for _ in range(3):  # three passes of 10 batches
-        ids = np.concatenate([s.next_batch() for _ in range(10)])
+        ids = np.concatenate([s.global_ids() for _ in range(10)])
         assert sorted(ids.tolist()) == list(range(N))
-    other = CurriculumSampler(N, 20, seed=4).next_batch()
-    assert not np.array_equal(other, CurriculumSampler(N, 20, seed=3).next_batch())
+    other = CurriculumSampler(Windows(), 20, seed=4).global_ids()
+    assert not np.array_equal(other, CurriculumSampler(Windows(), 20, seed=3).global_ids())
 
 
 def test_admission_value_percentile_and_intersection():
-    a, ma = curriculum("a", "value", lambda t: 10 + 4 * t, seed=0)
-    b, mb = curriculum("b", "percentile", lambda t: min(100, 30 + 7 * t), seed=1)
+    fa, fb = (lambda u: 10 + 4 * u), (lambda u: min(100, 30 + 7 * u))
+    ma, ia = metric_index(0)
+    mb, ib = metric_index(1)
     rank_b = np.empty(N, dtype=np.int64)
-    rank_b[b["index_to_sample"]] = np.arange(N)  # position of each sample in b's order
-    s = CurriculumSampler(N, 16, seed=0, curricula=[a, b])
+    rank_b[ib["index_to_sample"]] = np.arange(N)  # position of each sample in b's order
+    s = CurriculumSampler(Windows(), 16, {"a": custom("value", fa), "b": custom("percentile", fb)}, {"a": ia, "b": ib})
     for t in range(12):
-        da, db = 10 + 4 * t, min(100, 30 + 7 * t)
+        da, db = fa(t + 1), fb(t + 1)  # DeepSpeed's offset: the batch of step t uses d(t + 1)
         assert s.difficulties() == {"a": da, "b": db}
-        ids = s.next_batch()
+        ids = s.global_ids()
         assert len(ids) == 16
         assert (ma[ids] <= da).all()  # value: metric <= d
-        assert (rank_b[ids] < N * db // 100).all()  # percentile: among the easiest db %
-    assert s.pool_size(0) == int(((ma <= 10) & (rank_b < N * 30 // 100)).sum())
+        assert (rank_b[ids] < (N // 100) * db).all()  # percentile: among the easiest db %
+    assert len(s.pool(0)) == int(((ma <= fa(1)) & (rank_b < (N // 100) * fb(1))).sum())
 
 
 def test_full_batches_and_equal_counts_when_pool_is_small():
-    c, m = curriculum("a", "percentile", lambda t: 5, seed=2)  # 10 samples admitted, batch of 16
-    s = CurriculumSampler(N, 16, seed=1, curricula=[c])
-    ids = np.concatenate([s.next_batch() for _ in range(5)])  # 80 draws = 8 passes over 10 samples
-    assert set(ids.tolist()) == set(c["index_to_sample"][:10].tolist())
-    counts = np.bincount(ids, minlength=N)[c["index_to_sample"][:10]]
+    s, _, index = make(fn=lambda u: 5, seed=1, metric_seed=2)  # 10 samples admitted, batch of 16
+    ids = np.concatenate([s.global_ids() for _ in range(5)])  # 80 draws = 8 passes over 10 samples
+    assert set(ids.tolist()) == set(index["index_to_sample"][:10].tolist())
+    counts = np.bincount(ids, minlength=N)[index["index_to_sample"][:10]]
     assert counts.max() - counts.min() <= 1
 
 
 def test_pool_growth_joins_the_current_pass():
-    c, _ = curriculum("a", "percentile", lambda t: 50 if t < 3 else 100, seed=5)
-    s = CurriculumSampler(N, 20, seed=0, curricula=[c])
-    first = np.concatenate([s.next_batch() for _ in range(3)])  # 60 of the 100 easiest
-    rest = np.concatenate([s.next_batch() for _ in range(7)])  # 140 more: everything not yet drawn
+    s, _, _ = make(fn=lambda u: 50 if u <= 3 else 100, G=20, metric_seed=5)
+    first = np.concatenate([s.global_ids() for _ in range(3)])  # 60 of the 100 easiest
+    rest = np.concatenate([s.global_ids() for _ in range(7)])  # 140 more: everything not yet drawn
     assert len(set(first.tolist())) == 60
     assert sorted(np.concatenate([first, rest]).tolist()) == list(range(N))
 
 
 @pytest.mark.parametrize("world", [1, 2, 4])
 def test_rank_slices_disjoint_and_covering(world):
-    ref = CurriculumSampler(N, 16, seed=9)
-    ranks = [CurriculumSampler(N, 16, seed=9, rank=r, world_size=world) for r in range(world)]
+    ref = CurriculumSampler(Windows(), 16, seed=9)
+    ranks = [CurriculumSampler(Windows(), 16, seed=9, rank=r, world_size=world) for r in range(world)]
     for _ in range(15):
-        g = ref.next_global_batch()
-        parts = [s.next_batch() for s in ranks]
+        g = ref.global_ids()
+        parts = [ids_of(s.next_batch()) for s in ranks]
         assert all(len(p) == 16 // world for p in parts)
         assert np.array_equal(np.concatenate(parts), g)
         assert len(set(np.concatenate(parts).tolist())) == 16
 
 
 def run_steps(s, n):
-    return [s.next_global_batch().tolist() for _ in range(n)]
+    return [s.global_ids().tolist() for _ in range(n)]
 
 
 def test_resume_equals_uninterrupted_and_across_world_sizes():
-    def make(rank=0, world=1):
-        c, _ = curriculum("a", "percentile", lambda t: min(100, 10 + 10 * t), seed=7)
-        return CurriculumSampler(N, 8, seed=2, rank=rank, world_size=world, curricula=[c])
+    def sampler_(rank=0, world=1):
+        return make(fn=lambda u: min(100, 10 * u), seed=2, metric_seed=7, G=8, rank=rank, world_size=world)[0]
 
-    straight = run_steps(make(), 30)
-    first = make()
+    straight = run_steps(sampler_(), 30)
+    first = sampler_()
     head = run_steps(first, 4)  # a pool change happens right after
     state = first.state_dict()
-    second = make()
+    second = sampler_()
     second.load_state_dict(state)
     assert head + run_steps(second, 26) == straight
     # a 1-rank state resumed on 2 ranks: each rank's slices make the same global batches
-    ranks = [make(r, 2) for r in range(2)]
+    ranks = [sampler_(r, 2) for r in range(2)]
     for s in ranks:
         s.load_state_dict(state)
     for t in range(4, 30):
-        assert np.concatenate([s.next_batch() for s in ranks]).tolist() == straight[t]
+        assert np.concatenate([ids_of(s.next_batch()) for s in ranks]).tolist() == straight[t]
 
 
 def test_state_uses_its_own_generator():
-    a = CurriculumSampler(N, 8, seed=1)
+    a = CurriculumSampler(Windows(), 8, seed=1)
     np.random.seed(0)
-    x = a.next_batch()
-    b = CurriculumSampler(N, 8, seed=1)
+    x = a.global_ids()
+    b = CurriculumSampler(Windows(), 8, seed=1)
     np.random.seed(123)
-    assert np.array_equal(b.next_batch(), x)
+    assert np.array_equal(b.global_ids(), x)
 
 
 def test_seqlen_truncate_and_reshape_keep_the_right_tokens():
@@ -131,74 +151,48 @@ def test_seqlen_truncate_and_reshape_keep_the_right_tokens():
     r = seqlen_reshape(batch, 2)
     assert r.shape == (8, 3) and r[:, :-1].size == 2 * 8  # every x/y pair kept when L divides T
     assert seqlen_reshape(batch, 3).tolist()[:2] == [[0, 1, 2, 3], [3, 4, 5, 6]]  # T % L = 2 targets dropped
-    assert seqlen_truncate(batch, 8).tolist() == batch.tolist() == seqlen_reshape(batch, 8).tolist()
+    assert seqlen_reshape(batch, 8).tolist() == batch.tolist()
+    with pytest.raises(AssertionError, match="outside 1..8"):
+        seqlen_truncate(np.zeros((2, 9)), 9)  # config.py refuses such lengths with one line
 
 
-def test_bad_inputs():
-    with pytest.raises(ValueError, match="not divisible by 3 ranks"):
-        CurriculumSampler(N, 16, world_size=3)
-    c, _ = curriculum("a", "median", lambda t: 1, seed=0)
-    with pytest.raises(ValueError, match="difficulty_type 'median' unknown"):
-        CurriculumSampler(N, 16, curricula=[c])
-    c, _ = curriculum("a", "value", lambda t: -1, seed=0)
-    with pytest.raises(ValueError, match="admits no samples at step 0"):
-        CurriculumSampler(N, 16, curricula=[c]).next_batch()
-    with pytest.raises(ValueError, match="outside 1..8"):
-        seqlen_truncate(np.zeros((2, 9)), 9)
-    with pytest.raises(ValueError, match="index has 5 samples, data has 200"):
-        CurriculumSampler(N, 16, curricula=[{"name": "a", "difficulty_type": "value", "get_difficulty": lambda t: 1,
-                                             "index_to_sample": np.arange(5), "index_to_metric": np.arange(5)}])
+def test_an_empty_pool_is_one_line():
+    s, _, _ = make(kind="value", fn=lambda u: -1)
+    with pytest.raises(ValueError, match=r"admits no samples at step 0 \({'a': -1}\); raise min_difficulty"):
+        s.global_ids()
 
 
 def test_falling_schedule_drops_samples_from_the_pass():
-    c, m = curriculum("a", "value", lambda t: 40 if t < 2 else 10, seed=3)
-    s = CurriculumSampler(N, 8, seed=0, curricula=[c])
+    s, m, _ = make(kind="value", fn=lambda u: 40 if u <= 2 else 10, G=8, metric_seed=3)
     for t in range(6):
-        ids = s.next_batch()
-        assert (m[ids] <= (40 if t < 2 else 10)).all()
+        ids = s.global_ids()
+        assert (m[ids] <= (40 if t + 1 <= 2 else 10)).all()
 
 
 def test_newly_admitted_ids_are_spread_uniformly_over_the_rest_of_the_pass():
     """After 60 of 100 ids are drawn the pool doubles: the next batch holds 100 new of 140 left on average."""
     new_frac = []
     for seed in range(300):
-        c, _ = curriculum("a", "percentile", lambda t: 50 if t < 3 else 100, seed=5)
-        s = CurriculumSampler(N, 20, seed=seed, curricula=[c])
+        s, _, index = make(fn=lambda u: 50 if u <= 3 else 100, seed=seed, G=20, metric_seed=5)
         for _ in range(3):
-            s.next_batch()
-        new_frac.append(np.isin(s.next_batch(), c["index_to_sample"][100:]).mean())
+            s.global_ids()
+        new_frac.append(np.isin(s.global_ids(), index["index_to_sample"][100:]).mean())
     assert abs(np.mean(new_frac) - 100 / 140) < 0.03  # not all first (0.0) nor all last (1.0)
 
 
 # -----------------------------------------------------------------------------
-# percentile rounding: ours and DeepSpeed's
+# percentile rounding and the step offset: DeepSpeed's
 
 
-def test_percentile_is_relative_to_max_difficulty():
-    """N=537, max 50: ours admits 537 * d // 50; DeepSpeed's (537 // 50) * d = 10 * d, and all 537 at d = 50."""
+def test_percentile_is_deepspeeds_whole_units_of_n_over_max():
+    """N=537, max 50: (537 // 50) * d = 10 * d, and all 537 at d = 50; N=1013, d=99 of 100: 990."""
     i2s, i2m = np.arange(537), np.arange(537.0)
-    assert [admitted_prefix("percentile", d, i2s, i2m, 50) for d in (1, 10, 25, 49, 50)] == [10, 107, 268, 526, 537]
-    ds = [admitted_prefix("percentile", d, i2s, i2m, 50, deepspeed=True) for d in (1, 10, 25, 49, 50)]
-    assert ds == [10, 100, 250, 490, 537]
-    assert admitted_prefix("percentile", 99, np.arange(1013), None, 100, deepspeed=True) == 990  # 13 fewer than ours
-    assert admitted_prefix("percentile", 99, np.arange(1013), None, 100) == 1002
+    assert [admitted_prefix("percentile", d, i2s, i2m, 50) for d in (1, 10, 25, 49, 50)] == [10, 100, 250, 490, 537]
+    assert admitted_prefix("percentile", 99, np.arange(1013), None, 100) == 990
 
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "deepspeed_admission.json")) as f:
     FIXTURE = json.load(f)
-
-
-class Windows:
-    """data.SampleWindows stand-in: sample i is tokens i*T .. i*T+T of the stream 0, 1, 2, ..."""
-
-    def __init__(self, n, T, domains=None):
-        self.n, self.block_size, self.domains = n, T, domains
-
-    def __len__(self):
-        return self.n
-
-    def get(self, ids):
-        return np.asarray(ids)[:, None] * self.block_size + np.arange(self.block_size + 1)
 
 
 def sorted_index(sample_to_metric):
@@ -215,18 +209,17 @@ def test_admitted_sets_and_difficulties_equal_deepspeeds(case):
     metrics = {name: m["entry"] for name, m in c["metrics"].items()}
     index = {name: sorted_index(np.array(m["sample_to_metric"], dtype=np.float64))
              for name, m in c["metrics"].items() if "sample_to_metric" in m}
-    loader = CurriculumLoader(Windows(c["num_samples"], 64), 16, metrics=metrics, index=index, deepspeed=True)
-    pool = None
+    s, pool = CurriculumSampler(Windows(c["num_samples"], 64), 16, metrics, index), None
     for rec in c["steps"]:
         pool = rec["pool"] if rec["pool"] is not None else pool  # null: unchanged since the step before
-        assert loader.step == rec["step"] and loader.difficulties() == rec["difficulties"]
-        assert loader.sampler.pool().tolist() == pool
-        loader.next_batch()
-        assert np.flatnonzero(loader.sampler.mask).tolist() == pool
+        assert s.step == rec["step"] and s.difficulties() == rec["difficulties"]
+        assert s.pool().tolist() == pool
+        s.next_batch()
+        assert np.flatnonzero(s.mask).tolist() == pool
 
 
 # -----------------------------------------------------------------------------
-# CurriculumLoader: config entries -> this rank's batch of tokens
+# the batches: config entries -> this rank's rows of tokens
 
 
 def entry(kind, lo, hi, total, step):
@@ -234,35 +227,34 @@ def entry(kind, lo, hi, total, step):
             "schedule_config": {"total_curriculum_step": total, "difficulty_step": step}}
 
 
-def loader(seqlen="seqlen_truncate", rank=0, world=1, seed=0, deepspeed=False, weights=None, G=8, domains=None):
+def loader(seqlen="seqlen_truncate", rank=0, world=1, seed=0, weights=None, G=8, domains=None):
     """T=32, percentile 10 -> 50 of max 50 (10, 20, .. by step) and lengths 8, 16, 24, 32 over 3 steps."""
     metrics = {"m": entry("percentile", 10, 50, 4, 10)}
     if seqlen:
         metrics[seqlen] = entry("value", 8, 32, 3, 8)
-    m, _, _ = metric_index(11)
-    index = {"m": sorted_index(m)}
-    return CurriculumLoader(Windows(N, 32, domains), G, seed, rank, world, metrics, index, deepspeed, weights)
+    return CurriculumSampler(Windows(N, 32, domains), G, metrics, {"m": sorted_index(metric_index(11)[0])}, seed, rank,
+                             world, weights)
 
 
 def record_ids(monkeypatch):
-    """Every id array CurriculumSampler.next_batch returns, in order."""
-    seen, real = [], CurriculumSampler.next_batch
-    monkeypatch.setattr(sampler.CurriculumSampler, "next_batch", lambda self: seen.append(real(self)) or seen[-1])
+    """Every id array CurriculumSampler.global_ids returns, in order."""
+    seen, real = [], CurriculumSampler.global_ids
+    monkeypatch.setattr(sampler.CurriculumSampler, "global_ids", lambda self: seen.append(real(self)) or seen[-1])
     return seen
 
 
-def test_difficulties_and_seqlen_per_step_with_and_without_the_deepspeed_offset():
-    ours, ds = loader(), loader(deepspeed=True)
-    def d(m, s):
-        return {"m": m, "seqlen_truncate": s}
+def test_difficulties_and_seqlen_per_step_with_deepspeeds_offset():
+    s = loader()
 
-    assert [ours.difficulties(t) for t in (0, 1, 3, 9)] == [d(10, 8), d(20, 16), d(40, 32), d(50, 32)]
-    assert [ds.difficulties(t) for t in (0, 1, 3)] == [d(20, 16), d(30, 24), d(50, 32)]  # DeepSpeed's d(t + 1)
-    assert [ours.seqlen(t) for t in range(5)] == [8, 16, 24, 32, 32] and loader(seqlen=None).seqlen(0) == 32
-    assert ours.sampler.pool_size(0) == N * 10 // 50 and ours.sampler.pool_size(4) == N  # all admitted at max
+    def d(m, length):
+        return {"m": m, "seqlen_truncate": length}
+
+    assert [s.difficulties(t) for t in (0, 1, 2, 9)] == [d(20, 16), d(30, 24), d(40, 32), d(50, 32)]  # d(t + 1)
+    assert [s.seqlen(t) for t in range(4)] == [16, 24, 32, 32] and loader(seqlen=None).seqlen(0) == 32
+    assert len(s.pool(0)) == (N // 50) * 20 and len(s.pool(3)) == N  # all admitted at max
     for t in range(3):
-        assert ours.difficulties() == ours.difficulties(t) and ours.seqlen() == ours.seqlen(t)
-        ours.next_batch()
+        assert s.difficulties() == s.difficulties(t) and s.seqlen() == s.seqlen(t)
+        s.next_batch()
 
 
 @pytest.mark.parametrize("seqlen", ["seqlen_truncate", "seqlen_reshape", None])
@@ -271,10 +263,10 @@ def test_batches_are_the_admitted_windows_cut_to_the_step_length(seqlen, monkeyp
     L = loader(seqlen, rank=1, world=2)
     w = Windows(N, 32)
     for t in range(5):
-        s, pool, rows = L.seqlen(), L.sampler.pool(), L.rows(t)
+        s, pool, rows = L.seqlen(), L.pool(), L.rows(t)
         batch = L.next_batch()
         assert rows == batch.shape[0] * 2  # global rows, as the LR horizon counts them ahead of time
-        ids = seen[-1]
+        ids = seen[-1][4:]  # rank 1 of 2: the second half of the global batch
         assert len(ids) == 4 and np.isin(ids, pool).all()
         full = w.get(ids)  # (4, 33)
         if seqlen == "seqlen_truncate":
@@ -288,7 +280,7 @@ def test_batches_are_the_admitted_windows_cut_to_the_step_length(seqlen, monkeyp
         assert batch.dtype == np.int64
 
 
-def test_loader_rank_batches_are_disjoint_and_cover_the_global_batch():
+def test_rank_batches_are_disjoint_and_cover_the_global_batch():
     one = loader("seqlen_reshape")
     ranks = [loader("seqlen_reshape", rank=r, world=4) for r in range(4)]
     for _ in range(6):
@@ -299,41 +291,22 @@ def test_loader_rank_batches_are_disjoint_and_cover_the_global_batch():
         assert sum(len(x) for x in starts) == len(set().union(*starts)) == len(whole)
 
 
-def test_loader_resume_is_bit_exact_also_on_another_world_size():
-    straight = loader(deepspeed=True)
+def test_batch_resume_is_bit_exact_also_on_another_world_size():
+    straight = loader()
     want = [straight.next_batch() for _ in range(12)]
-    first = loader(deepspeed=True)
+    first = loader()
     got = [first.next_batch() for _ in range(3)]
     state = first.state_dict()
-    second = loader(deepspeed=True)
+    second = loader()
     second.load_state_dict(state)
-    assert second.step == 3 and second.difficulties() == straight.difficulties(3)
+    assert second.step == 3 and second.difficulties() == loader().difficulties(3)
     got += [second.next_batch() for _ in range(9)]
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
-    halves = [loader(rank=r, world=2, deepspeed=True) for r in range(2)]
+    halves = [loader(rank=r, world=2) for r in range(2)]
     for h in halves:
         h.load_state_dict(state)
     for t in range(3, 12):
         assert np.array_equal(np.concatenate([h.next_batch() for h in halves]), want[t])
-
-
-def test_loader_config_errors():
-    w, idx = Windows(N, 32), {"m": sorted_index(metric_index(0)[0])}
-    long = {"seqlen_truncate": entry("value", 8, 64, 10, 8)}
-    with pytest.raises(ValueError, match=r"max_difficulty 64 > block_size 32; set --block_size=64"):
-        CurriculumLoader(w, 8, metrics=long)
-    with pytest.raises(ValueError, match="2 seqlen metrics"):
-        CurriculumLoader(w, 8, metrics={n: entry("value", 8, 32, 10, 8) for n in ("seqlen_truncate", "seqlen_reshape")})
-    with pytest.raises(ValueError, match="min_difficulty 0 is below 1 token"):
-        CurriculumLoader(w, 8, metrics={"seqlen_reshape": entry("value", 0, 32, 10, 8)})
-    with pytest.raises(ValueError, match="difficulty_type 'median'; use value or percentile"):
-        CurriculumLoader(w, 8, metrics={"m": entry("median", 1, 10, 10, 1)}, index=idx)
-    with pytest.raises(ValueError, match="max_difficulty 0 > 0"):
-        CurriculumLoader(w, 8, metrics={"m": entry("percentile", 0, 0, 10, 1)}, index=idx)
-    with pytest.raises(ValueError, match="metric m2 has no index; build it"):
-        CurriculumLoader(w, 8, metrics={"m2": entry("value", 1, 10, 10, 1)}, index=idx)
-    with pytest.raises(ValueError, match="min_difficulty 20 > max_difficulty 10"):
-        CurriculumLoader(w, 8, metrics={"m": entry("value", 20, 10, 10, 1)}, index=idx)
 
 
 # -----------------------------------------------------------------------------
@@ -341,6 +314,10 @@ def test_loader_config_errors():
 
 
 DOMAINS = np.random.default_rng(4).integers(0, 3, N)  # 3 domains of about 67 samples
+
+
+def weighted(w, G=16, seed=1, rank=0, world=1, domains=DOMAINS, metrics=None, index=None):
+    return CurriculumSampler(Windows(N, 32, domains), G, metrics, index, seed, rank, world, w)
 
 
 def test_domain_counts_largest_remainder():
@@ -352,28 +329,28 @@ def test_domain_counts_largest_remainder():
 
 def test_every_global_batch_has_exact_domain_counts_and_the_same_on_every_rank():
     w = [0.5, 0.3, 0.2]
-    s = CurriculumSampler(N, 16, seed=1, domains=DOMAINS, domain_weights=w)
-    ranks = [CurriculumSampler(N, 16, 1, r, 2, domains=DOMAINS, domain_weights=w) for r in range(2)]
+    s, ranks = weighted(w), [weighted(w, rank=r, world=2) for r in range(2)]
     for _ in range(20):
-        g = s.next_global_batch()
+        g = s.global_ids()
         assert np.bincount(DOMAINS[g], minlength=3).tolist() == [8, 5, 3]  # 8, 4.8, 3.2
-        assert np.array_equal(np.concatenate([r.next_batch() for r in ranks]), g)
+        assert np.array_equal(np.concatenate([ids_of(r.next_batch()) for r in ranks]), g)
         assert len(set(DOMAINS[g[:8]].tolist())) > 1  # domains mixed over the batch, not one rank per domain
 
 
 def test_domain_draws_are_without_replacement_within_each_domains_pass():
-    s = CurriculumSampler(N, 10, seed=2, domains=DOMAINS, domain_weights=[0.6, 0.2, 0.2])
+    s = weighted([0.6, 0.2, 0.2], G=10, seed=2)
     n1 = int((DOMAINS == 1).sum())
-    ids = np.concatenate([s.next_global_batch() for _ in range(n1 // 2)])  # 2 of domain 1 per batch
+    ids = np.concatenate([s.global_ids() for _ in range(n1 // 2)])  # 2 of domain 1 per batch
     d1 = ids[DOMAINS[ids] == 1]
     assert len(d1) == len(set(d1.tolist())) == n1 // 2 * 2  # no repeat before the pass over domain 1 ends
 
 
 def test_newly_admitted_ids_join_their_domains_current_pass():
     """The pool doubles after 3 steps: no domain repeats an id before its pass over all its n_k ids ends."""
-    c, _ = curriculum("a", "percentile", lambda t: 50 if t < 3 else 100, seed=5)
-    s = CurriculumSampler(N, 12, seed=0, curricula=[c], domains=DOMAINS, domain_weights=[1 / 3] * 3)  # 4 per domain
-    batches = [s.next_global_batch() for _ in range(20)]
+    _, index = metric_index(5)
+    s = weighted([1 / 3] * 3, G=12, seed=0, metrics={"a": custom("percentile", lambda u: 50 if u <= 3 else 100)},
+                 index={"a": index})  # 4 per domain
+    batches = [s.global_ids() for _ in range(20)]
     for k in range(3):
         n_k = int((DOMAINS == k).sum())
         within = np.concatenate([b[DOMAINS[b] == k] for b in batches[: n_k // 4]])  # batches inside the pass
@@ -384,18 +361,16 @@ def test_newly_admitted_ids_join_their_domains_current_pass():
 
 
 def test_domain_weights_deterministic_resumable_and_seeded():
-    def make(seed=3):
-        return CurriculumSampler(N, 12, seed=seed, domains=DOMAINS, domain_weights=[0.2, 0.3, 0.5])
+    def make_(seed=3):
+        return weighted([0.2, 0.3, 0.5], G=12, seed=seed)
 
-    straight = run_steps(make(), 25)
-    assert straight == run_steps(make(), 25) and straight != run_steps(make(4), 25)
-    first = make()
+    straight = run_steps(make_(), 25)
+    assert straight == run_steps(make_(), 25) and straight != run_steps(make_(4), 25)
+    first = make_()
     head = run_steps(first, 7)
-    second = make()
+    second = make_()
     second.load_state_dict(first.state_dict())
     assert head + run_steps(second, 18) == straight
-    with pytest.raises(ValueError, match="from 3 domain bags, this run from 1; resume with the same domain_weights"):
-        CurriculumSampler(N, 12).load_state_dict(first.state_dict())
 
 
 def test_domain_weights_compose_with_a_percentile_curriculum(monkeypatch):
@@ -403,26 +378,15 @@ def test_domain_weights_compose_with_a_percentile_curriculum(monkeypatch):
     seen = record_ids(monkeypatch)
     L = loader(seqlen=None, weights=[0.25, 0.25, 0.5], G=8, domains=DOMAINS)
     for t in range(8):
-        pool = L.sampler.pool()
+        pool = L.pool()
         L.next_batch()
         assert np.isin(seen[-1], pool).all() and np.bincount(DOMAINS[seen[-1]], minlength=3).tolist() == [2, 2, 4]
 
 
-def test_domain_weight_errors():
-    def make(w, domains=DOMAINS):
-        return CurriculumSampler(N, 8, domains=domains, domain_weights=w)
-
-    with pytest.raises(ValueError, match=r"sum to 0.9, not 1"):
-        make([0.5, 0.3, 0.1])
-    with pytest.raises(ValueError, match="has 2 weights but the data has domains 0..2; give one weight per domain"):
-        make([0.5, 0.5])
-    with pytest.raises(ValueError, match="has a negative weight"):
-        make([0.7, 0.5, -0.2])
-    with pytest.raises(ValueError, match="the data has no domain ids"):
-        make([1.0], domains=None)
-    make([0.5, 0.3, 0.2 + 1e-7]).next_batch()  # within 1e-6 of 1 is fine
-    c, m = curriculum("a", "value", lambda t: 10 if t < 2 else 49, seed=0)
+def test_a_weighted_domain_without_admitted_samples_is_one_line():
+    m, index = metric_index(0)
     only_0_and_1 = np.where(m <= 10, DOMAINS % 2, DOMAINS)  # no domain-2 sample has metric <= 10
-    s = CurriculumSampler(N, 8, curricula=[c], domains=only_0_and_1, domain_weights=[0.5, 0.25, 0.25])
+    s = weighted([0.5, 0.25, 0.25], G=8, seed=0, domains=only_0_and_1,
+                 metrics={"a": custom("value", lambda u: 10 if u <= 2 else 49)}, index={"a": index})
     with pytest.raises(ValueError, match=r"domain 2 has weight 0.25 but no admitted samples at step 0 \({'a': 10}\)"):
-        s.next_batch()
+        s.global_ids()

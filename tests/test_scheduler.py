@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+import config
 from random_ltd import layer_tokens
 from scheduler import CurriculumScheduler, RandomLTDScheduler
 
@@ -85,29 +86,42 @@ def test_layer_token_clock_equals_deepspeed_count():
         assert ours == case["layer_tokens"]
 
 
-@pytest.mark.parametrize("config, want", [
+def check_entry(entry):
+    """What train.py does to a curriculum_metrics entry before scheduler.py reads it (config.py, the boundary)."""
+    config.check_schema({"m": entry}, {"*": config.ENTRY})
+    config.check_curriculum("m", {"difficulty_type": "value", **entry}, block_size=10**6)
+
+
+def check_ltd(schedule, block_size=32):
+    config.check_schema({"random_ltd_schedule": schedule}, config.LTD)
+    config.check_random_ltd(schedule, block_size)
+
+
+@pytest.mark.parametrize("config_, want", [
     (cl(1, 10, "cosine", total_curriculum_step=5, difficulty_step=1), "schedule_type 'cosine' unknown"),
     (cl(10, 1, "fixed_linear", total_curriculum_step=5, difficulty_step=1), "min_difficulty 10 > max_difficulty 1"),
     (cl(1, 10, "fixed_discrete", difficulty=[1, 5, 10], max_step=[3]), "len(max_step) == len(difficulty) - 1"),
     (cl(1, 10, "fixed_discrete", difficulty=[1, 5, 10], max_step=[5, 3]), "must be increasing"),
     (cl(1, 10, "fixed_root", total_curriculum_step=5, difficulty_step=1), "missing root_degree"),
-    (cl(1, 10, "fixed_linear", total_curriculum_step=0, difficulty_step=1), "total_curriculum_step is 0"),
-    (cl(1, 10, "custom"), "needs a callable"),
+    (cl(1, 10, "fixed_linear", total_curriculum_step=0, difficulty_step=1), "total_curriculum_step in "
+                                                                               "schedule_config is 0; it must be"),
+    (cl(1, 10, "custom"), "schedule_type 'custom' unknown"),  # a callable cannot come from a config
 ])
-def test_bad_curriculum_config(config, want):
-    with pytest.raises(ValueError, match=None) as e:
-        CurriculumScheduler(config)
+def test_bad_curriculum_config_is_one_line_at_the_boundary(config_, want):
+    with pytest.raises(ValueError) as e:
+        check_entry(config_)
     assert want in str(e.value) and "\n" not in str(e.value)
 
 
-def test_bad_random_ltd_config():
-    with pytest.raises(ValueError, match="min_value 64 must be in 1..max_value 32"):
-        RandomLTDScheduler({"min_value": 64, "max_value": 32,
-                            "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
+def test_bad_random_ltd_config_is_one_line_at_the_boundary():
+    with pytest.raises(ValueError, match="min_value 64..max_value 32 must lie in 1..block_size 32"):
+        check_ltd({"min_value": 64, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
     with pytest.raises(ValueError, match="missing seq_per_step"):
-        RandomLTDScheduler({"min_value": 8, "max_value": 32, "schedule_config": {"require_steps": 5}})
+        check_ltd({"min_value": 8, "max_value": 32, "schedule_config": {"require_steps": 5}})
     with pytest.raises(ValueError, match="min_value 4 < seq_per_step 8 gives a kept length of 0"):
-        RandomLTDScheduler({"min_value": 4, "max_value": 32,
-                            "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
-    assert RandomLTDScheduler({"min_value": 12, "max_value": 32,
-                               "schedule_config": {"require_steps": 5, "seq_per_step": 8}}).get_value(0) == 8
+        check_ltd({"min_value": 4, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
+    with pytest.raises(ValueError, match="max_value 64 must lie in 1..block_size 32; fix them or set --block_size=64"):
+        check_ltd({"min_value": 8, "max_value": 64, "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
+    good = {"min_value": 12, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}}
+    check_ltd(good)
+    assert RandomLTDScheduler(good).get_value(0) == 8

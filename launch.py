@@ -1,0 +1,114 @@
+"""
+One process of a run: its device, its process group, its signals, its errors; the same for python and torchrun.
+
+Follows nanoGPT's DDP set-up (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE; NCCL on
+GPUs, Gloo on CPUs, so two-process runs are tested on a CPU) and what cluster schedulers expect:
+
+    device = cuda:LOCAL_RANK with GPUs (auto or cuda), cuda:N as asked, else cpu   (always an index)
+    SIGTERM or SIGINT -> stop after the step in progress, every rank after the same one, checkpoint, exit 1
+    an error -> one line on stderr, under torchrun once, from the first rank that met it, with its rank
+
+But:
+- what every rank needs on disk (the default corpus, a curriculum index) is built by rank 0, then by
+  the first rank of any other machine that does not share rank 0's filesystem, never by all at once;
+- a signal the launcher set to be ignored (SIGINT in a background job) stays ignored.
+"""
+
+import os
+import signal
+
+import torch
+import torch.distributed as dist
+
+
+class Stopped(Exception):
+    """A signal (or a second one) ended the run; the message says where and how to go on."""
+
+
+def print0(*args, **kwargs):
+    if int(os.environ.get("RANK", 0)) == 0:
+        print(*args, **kwargs, flush=True)
+
+
+def resolve_device(device, n_gpu, local_rank=0, local_world_size=1):
+    """This process's device from --device, LOCAL_RANK, LOCAL_WORLD_SIZE and the visible GPUs: the only place.
+
+    Always an index (torch.cuda.set_device refuses a bare "cuda"). 2 GPUs, auto, local rank 1 of 2 -> cuda:1.
+    """
+    if device == "auto":
+        device = "cuda" if n_gpu else "cpu"
+    if device == "cpu":
+        return device
+    if n_gpu == 0:
+        raise ValueError(f"--device={device} but torch sees no CUDA device; use --device=cpu")
+    if local_world_size > n_gpu:
+        raise ValueError(f"{local_world_size} ranks on this machine but {n_gpu} GPU(s); use torchrun "
+                         f"--nproc_per_node={n_gpu}, or --device=cpu for Gloo processes")
+    if device != "cuda" and local_world_size > 1:
+        raise ValueError(f"--device={device} would put {local_world_size} ranks on one GPU; use --device=cuda")
+    index = local_rank if device == "cuda" else int(device.split(":")[1])
+    if index >= n_gpu:
+        raise ValueError(f"--device={device} but this machine has {n_gpu} GPU(s), cuda:0..cuda:{n_gpu - 1}")
+    return f"cuda:{index}"
+
+
+def init_distributed(device):
+    """-> (ddp, rank, local_rank, world_size, device resolved): joins torchrun's process group if there is one."""
+    ddp = "RANK" in os.environ
+    env = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+    rank, local_rank, world_size, local_world = (int(os.environ[k]) for k in env) if ddp else (0, 0, 1, 1)
+    device = resolve_device(device, torch.cuda.device_count() if device != "cpu" else 0, local_rank, local_world)
+    if device != "cpu":
+        torch.cuda.set_device(device)
+    if ddp:
+        dist.init_process_group(backend="nccl" if device != "cpu" else "gloo")
+    return ddp, rank, local_rank, world_size, device
+
+
+def on_each_filesystem(make, rank, local_rank, ddp):
+    """make() (which builds only what is missing) on rank 0, then on the first rank of every other machine."""
+    if rank == 0:
+        make()
+    if ddp:
+        dist.barrier()
+        if local_rank == 0 and rank != 0:
+            make()  # on a filesystem shared with rank 0 it finds everything built
+        dist.barrier()
+
+
+def catch_signals():
+    """-> (signals, restore): signals["got"] names the first SIGTERM or SIGINT; a second one raises
+    KeyboardInterrupt at once; restore() puts the previous handlers back."""
+    signals, old = {"got": None}, {}
+
+    def handler(signum, frame):
+        if signals["got"]:
+            raise KeyboardInterrupt
+        signals["got"] = signal.Signals(signum).name
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            old[sig] = signal.signal(sig, handler)
+    return signals, lambda: [signal.signal(sig, h) for sig, h in old.items()]
+
+
+def stop_requested(signals, ddp, device, agree):
+    """The signal that asks to stop, if any: at once on one process; under torchrun only at steps where agree is
+    true on every rank (the log steps), as the maximum over ranks, so every rank stops after the same step."""
+    if not ddp:
+        return signals["got"]
+    if not agree:
+        return None
+    flag = torch.tensor(float(signal.Signals[signals["got"]]) if signals["got"] else 0.0, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # subtle: a signal reaches the ranks at slightly different steps
+    return signal.Signals(int(flag.item())).name if flag.item() else None
+
+
+def error_line(e):
+    """'error: ...', or under torchrun 'error: rank R: ...' from the first rank to meet this error (counted in the
+    process group's store), None on the others; before the group exists, each machine's first rank speaks."""
+    if "RANK" not in os.environ:
+        return f"error: {e}"
+    first = (dist.distributed_c10d._get_default_store().add(f"error: {e}", 1) == 1 if dist.is_initialized()
+             else int(os.environ["LOCAL_RANK"]) == 0)
+    return f"error: rank {os.environ['RANK']}: {e}" if first else None

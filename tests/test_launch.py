@@ -1,0 +1,260 @@
+"""launch.py and train.py's CUDA-only lines on this CPU: the device of each process, a faked GPU (tests/fake_cuda.py)
+under python and torchrun, resume across devices, two nodes, errors on one rank, SIGTERM and SIGINT."""
+
+import hashlib
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import checkpoint
+import launch
+import train
+from fake_cuda import CUDA_STATE_BYTES, FakeCuda
+from test_train import LTD, ROOT, TINY, cfg_for, run
+
+# -----------------------------------------------------------------------------
+# the device of each process: one function of --device, LOCAL_RANK, LOCAL_WORLD_SIZE and the visible GPUs
+
+
+@pytest.mark.parametrize("device, n_gpu, local_rank, local_world, want", [
+    ("auto", 0, 0, 1, "cpu"),  # no GPU
+    ("auto", 1, 0, 1, "cuda:0"),  # python train.py on one GPU: an index, never a bare "cuda"
+    ("cuda", 1, 0, 1, "cuda:0"),
+    ("cuda:1", 2, 0, 1, "cuda:1"),
+    ("auto", 1, 0, 1, "cuda:0"),  # torchrun --nproc_per_node=1
+    ("auto", 8, 5, 8, "cuda:5"),  # torchrun --nproc_per_node=8: rank 5 of the node
+    ("cuda", 8, 7, 8, "cuda:7"),
+    ("cpu", 8, 3, 8, "cpu"),  # Gloo processes on a GPU machine
+])
+def test_resolve_device(device, n_gpu, local_rank, local_world, want):
+    assert launch.resolve_device(device, n_gpu, local_rank, local_world) == want
+
+
+@pytest.mark.parametrize("device, n_gpu, local_world, want", [
+    ("cuda", 0, 1, "torch sees no CUDA device; use --device=cpu"),
+    ("auto", 2, 4, "4 ranks on this machine but 2 GPU(s); use torchrun --nproc_per_node=2"),
+    ("cuda:2", 2, 1, "this machine has 2 GPU(s), cuda:0..cuda:1"),
+    ("cuda:1", 2, 2, "would put 2 ranks on one GPU; use --device=cuda"),
+])
+def test_resolve_device_refusals_are_one_line(device, n_gpu, local_world, want):
+    with pytest.raises(ValueError, match=want.replace("(", r"\(").replace(")", r"\)")):
+        launch.resolve_device(device, n_gpu, 0, local_world)
+
+
+def test_a_bad_device_string_is_one_line():
+    with pytest.raises(ValueError, match="--device=gpu0 unknown; use auto, cpu, cuda or cuda:N"):
+        train.config.parse_args(["--device=gpu0"])
+
+
+# -----------------------------------------------------------------------------
+# train.py on one faked GPU: every CUDA-only line reached, its arguments checked
+
+
+def test_train_starts_and_steps_on_a_gpu_with_the_default_device(corpus, tmp_path):
+    """`python train.py` on a CUDA machine: set_device gets an index (a bare "cuda" raises as the real one does),
+    the generator and batches go to cuda:0, bf16 autocast, fused AdamW, and the checkpoint says where it ran."""
+    with FakeCuda(n_gpu=1) as gpu:
+        out = train.train(cfg_for(corpus, tmp_path, "--device=auto", "--max_iters=3", "--eval_interval=3", *LTD))
+    assert out["iter_num"] == 3 and out["val_loss"] < 6
+    assert ("set_device", 0) in gpu.calls and ("Generator", "cuda:0") in gpu.calls
+    assert ("autocast", "cuda", torch.bfloat16) in gpu.calls and ("pin_memory",) in gpu.calls
+    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
+    assert ckpt["where"] == "cuda (bfloat16)" and ckpt["optimizer"]["param_groups"][0]["fused"] is True
+    assert ckpt["rng"][0]["ltd"].numel() == ckpt["rng"][0]["cuda"].numel() == CUDA_STATE_BYTES
+
+
+def test_auto_precision_is_float16_where_bf16_is_only_emulated(corpus, tmp_path):
+    """A V100 or T4 reports bf16 'supported' through emulation: auto picks float16 with a loss scaler there."""
+    with FakeCuda(n_gpu=1, bf16=False, emulated_bf16=True) as gpu:
+        out = train.train(cfg_for(corpus, tmp_path, "--device=auto", "--max_iters=2", "--eval_interval=2"))
+    assert ("autocast", "cuda", torch.float16) in gpu.calls and out["iter_num"] == 2
+    assert torch.load(tmp_path / "ckpt.pt", weights_only=False)["where"] == "cuda (float16)"
+
+
+def rewrite(path, edit):
+    """Change a checkpoint in place, keeping its checksum valid."""
+    ckpt = torch.load(path, weights_only=False)
+    edit(ckpt)
+    buf = io.BytesIO()
+    torch.save(ckpt, buf)
+    open(path, "wb").write(buf.getvalue() + hashlib.sha256(buf.getvalue()).digest())
+
+
+def test_a_gpu_checkpoint_resumes_on_the_cpu_and_a_cpu_one_on_the_gpu(corpus, tmp_path, capsys):
+    """The CPU half of a device change: a checkpoint with CUDA generator states (16 bytes) and fused AdamW goes on
+    on the CPU, unfused, with a note; and a CPU checkpoint (a 5,056-byte generator state) goes on on a GPU."""
+    args = ["--max_iters=2", "--eval_interval=2", "--lr_decay_iters=4", *LTD]
+    train.train(cfg_for(corpus, tmp_path / "a", *args))
+
+    def as_if_on_cuda(ckpt):
+        ckpt["where"] = "cuda (bfloat16)"
+        ckpt["rng"][0].update(ltd=torch.zeros(CUDA_STATE_BYTES, dtype=torch.uint8),
+                              cuda=torch.zeros(CUDA_STATE_BYTES, dtype=torch.uint8))
+        for g in ckpt["optimizer"]["param_groups"]:
+            g["fused"] = True
+
+    rewrite(tmp_path / "a" / "ckpt.pt", as_if_on_cuda)
+    capsys.readouterr()
+    out = train.train(cfg_for(corpus, tmp_path / "a", *args, "--max_iters=4", "--resume"))
+    assert out["iter_num"] == 4 and "on cuda (bfloat16), this run has 1 on cpu (float32)" in capsys.readouterr().out
+    assert not torch.load(tmp_path / "a" / "ckpt.pt", weights_only=False)["optimizer"]["param_groups"][0]["fused"]
+    train.train(cfg_for(corpus, tmp_path / "b", *args))
+    with FakeCuda(n_gpu=1) as gpu:
+        out = train.train(cfg_for(corpus, tmp_path / "b", *args, "--max_iters=4", "--resume", "--device=auto"))
+    assert out["iter_num"] == 4 and ("set_rng_state",) not in gpu.calls  # a CPU run saved no CUDA state
+    assert "on cpu (float32), this run has 1 on cuda (bfloat16)" in capsys.readouterr().out
+
+
+# -----------------------------------------------------------------------------
+# torchrun: a faked GPU per rank, two nodes, an error on one rank, signals
+
+SCRIPT = """
+import json, os, sys, time
+sys.path[:0] = [{root!r}, os.path.join({root!r}, "tests")]
+import sampler, train
+out_file = os.path.join({out!r}, "rank%s.json" % os.environ.get("RANK", "0"))
+open(out_file + ".pid", "w").write(str(os.getpid()))
+seen, real = [], sampler.CurriculumSampler.global_ids
+def global_ids(self):
+    ids, k = real(self), self.G // self.world_size
+    seen.append(ids[self.rank * k : (self.rank + 1) * k].tolist())
+    time.sleep({sleep})
+    return ids
+sampler.CurriculumSampler.global_ids = global_ids
+if {fail_rank!r} is not None and {fail_rank!r} == os.environ.get("RANK"):  # this rank's machine lacks the data
+    train.data.load_splits = lambda d, *a: (_ for _ in ()).throw(ValueError(f"no train.bin in {{d}}; copy it here"))
+calls = []
+try:
+    if {gpus}:
+        from fake_cuda import FakeCuda
+        with FakeCuda(n_gpu={gpus}, ddp_modules=[train]) as gpu:
+            train.main(sys.argv[1:])
+        calls = [list(c[:2]) for c in gpu.calls if c[0] in ("set_device", "init_process_group", "DDP")]
+    else:
+        train.main(sys.argv[1:])
+finally:
+    json.dump({{"seen": seen, "calls": calls}}, open(out_file, "w"))
+"""
+
+
+def launch_script(tmp_path, gpus=0, sleep=0.0, fail_rank=None):
+    path = tmp_path / "script.py"
+    path.write_text(SCRIPT.format(root=ROOT, out=str(tmp_path), gpus=gpus, sleep=sleep, fail_rank=fail_rank))
+    return str(path)
+
+
+def torchrun(*args, **kw):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def ranks(tmp_path, n=2):
+    return [json.load(open(tmp_path / f"rank{r}.json")) for r in range(n)]
+
+
+@pytest.mark.slow
+def test_torchrun_on_two_faked_gpus(corpus, tmp_path):
+    """Each rank takes cuda:LOCAL_RANK, NCCL, and DDP with device_ids=[its index]."""
+    p = torchrun("--standalone", "--nproc_per_node=2", launch_script(tmp_path, gpus=2), *TINY, "--device=auto",
+                 f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--global_batch_size=8")
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-3000:]
+    for r, rec in enumerate(ranks(tmp_path)):
+        assert rec["calls"] == [["set_device", r], ["init_process_group", "nccl"], ["DDP", [r]]]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_nodes_train_disjoint_slices_and_only_rank_0_writes(corpus, tmp_path):
+    """torchrun --nnodes=2 on localhost (two launchers, Gloo): each node's rank draws its half of every global batch,
+    and only node 0 writes a checkpoint (node 1 is given another out_dir to show it writes nothing)."""
+    script, port = launch_script(tmp_path), free_port()
+    nodes = [torchrun("--nnodes=2", f"--node_rank={k}", "--nproc_per_node=1", "--master_addr=127.0.0.1",
+                      f"--master_port={port}", script, *TINY, f"--data_dir={corpus}", "--max_iters=3",
+                      "--eval_interval=3", "--global_batch_size=8", f"--out_dir={tmp_path / f'node{k}'}")
+             for k in range(2)]
+    errs = [p.communicate(timeout=300)[1] for p in nodes]
+    assert all(p.returncode == 0 for p in nodes), errs[0][-2000:] + errs[1][-2000:]
+    a, b = (rec["seen"] for rec in ranks(tmp_path))
+    assert len(a) == len(b) == 3 and all(len(x) == len(y) == 4 and not set(x) & set(y) for x, y in zip(a, b))
+    assert os.path.exists(tmp_path / "node0" / "ckpt.pt") and not os.path.exists(tmp_path / "node1" / "ckpt.pt")
+
+
+@pytest.mark.slow
+def test_an_error_on_one_rank_prints_once_with_its_rank(corpus, tmp_path):
+    p = torchrun("--standalone", "--nproc_per_node=2", launch_script(tmp_path, fail_rank="1"), *TINY,
+                 f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2")
+    _, err = p.communicate(timeout=300)
+    assert p.returncode != 0
+    assert [x for x in err.splitlines() if x.startswith("error:")] == [
+        f"error: rank 1: no train.bin in {corpus}; copy it here"], err[-3000:]
+
+
+@pytest.mark.slow
+def test_an_error_on_every_rank_prints_once(corpus, tmp_path):
+    p = torchrun("--standalone", "--nproc_per_node=2", "train.py", *TINY, f"--data_dir={corpus}",
+                 f"--out_dir={tmp_path}", "--global_batch_size=6")
+    _, err = p.communicate(timeout=300)
+    lines = [x for x in err.splitlines() if x.startswith("error:")]
+    assert p.returncode != 0 and len(lines) == 1 and "global_batch_size 6 is not divisible" in lines[0], err[-3000:]
+
+
+def wait_for(path, timeout=120):
+    deadline = time.time() + timeout
+    while not os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.1)
+    assert os.path.exists(path), f"{path} never appeared"
+
+
+def default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # subtle: a background shell job's children inherit SIGINT ignored
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_after_the_step_with_a_checkpoint_and_one_line(corpus, tmp_path, sig):
+    p = subprocess.Popen([sys.executable, launch_script(tmp_path, sleep=0.05), *TINY, f"--data_dir={corpus}",
+                          f"--out_dir={tmp_path}", "--max_iters=100000", "--eval_interval=100000"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    wait_for(tmp_path / "rank0.json.pid")
+    time.sleep(3)  # some steps in
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    lines = err.strip().splitlines()
+    assert p.returncode != 0 and len(lines) == 1, err
+    assert lines[0].startswith(f"stopped by {sig.name} at iter ") and lines[0].endswith("continue with --resume")
+    n = int(lines[0].split(" at iter ")[1].split(";")[0])
+    ckpt = checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"))  # whole: its checksum holds
+    assert n > 0 and ckpt["state"]["iter_num"] == n == len(ranks(tmp_path, 1)[0]["seen"])
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_rank_stops_every_rank_after_the_same_step(corpus, tmp_path):
+    """A scheduler's SIGTERM reaches the ranks at different times (here: only rank 0 gets it); every rank stops after
+    the same step, one line is printed, and the checkpoint is whole."""
+    p = torchrun("--standalone", "--nproc_per_node=2", launch_script(tmp_path, sleep=0.05), *TINY,
+                 f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=100000", "--eval_interval=100000",
+                 "--global_batch_size=8", "--log_interval=3")
+    wait_for(tmp_path / "rank0.json.pid")
+    time.sleep(4)
+    os.kill(int(open(tmp_path / "rank0.json.pid").read()), signal.SIGTERM)
+    _, err = p.communicate(timeout=180)
+    lines = [x for x in err.splitlines() if x.startswith(("stopped", "error"))]
+    assert p.returncode != 0 and len(lines) == 1 and lines[0].startswith("stopped by SIGTERM at iter "), err[-3000:]
+    n = int(lines[0].split(" at iter ")[1].split(";")[0])
+    a, b = (rec["seen"] for rec in ranks(tmp_path))
+    assert n % 3 == 0 and len(a) == len(b) == n  # both stopped after step n, at a log step
+    assert checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"))["state"]["iter_num"] == n
