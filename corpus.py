@@ -33,6 +33,29 @@ HEAD = 8192  # bytes checked for text: no NUL and valid UTF-8 (git's 8000-byte b
 Doc = collections.namedtuple("Doc", "domain path text start stop", defaults=(None, 0, None))
 
 
+def documents(paths, domains, installed, out_dir, verbose=True):
+    """-> (domain names or None, kept [(doc, n_bytes)], skipped {reason: files}): the running Python's .py files
+    (no paths or domains, or installed=True) or the user's, each read once; one line says what was skipped."""
+    if installed and (paths or domains):
+        raise ValueError("--installed reads the Python installation: pass no paths or --domain with it")
+    if installed or not (paths or domains):
+        names, docs = PYTHON_DOMAINS, python_documents(installed)
+    else:
+        names, docs = user_documents(paths, domains)
+    kept, skipped = scan(docs, out_dir, verbose)
+    why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+    if verbose and skipped:
+        print(f"skipped {sum(skipped.values())} files: {why}")
+    if not kept:
+        raise ValueError(f"the corpus is empty: no text in {len(docs)} files ({why or 'none found'}); "
+                         f"pass files with text in them")
+    return names, kept, dict(skipped)
+
+
+# -----------------------------------------------------------------------------
+# finding documents and their domains
+
+
 def _walk(root, skip=()):
     """Files under a directory, sorted; hidden entries and directories named in skip are left out."""
     for d, dirs, files in os.walk(root):
@@ -72,6 +95,8 @@ def user_documents(paths, domains):
     groups = {name: list(globs) for name, globs in (domains or {}).items()}
     if paths:
         groups.setdefault("other" if groups else None, []).extend(paths)
+    if len(groups) > 255:
+        raise ValueError(f"{len(groups)} domains; at most 255 fit the uint8 domain ids")
     docs = []
     for d, globs in enumerate(groups.values()):
         files = set()
@@ -135,20 +160,20 @@ def _in_corpus(d, cache):
 
 
 def scan(docs, out_dir, verbose=True):
-    """Read every document once -> (kept [(doc, n_bytes)], skipped Counter {reason: files}). First of equals wins."""
+    """Read every document once -> (kept [(doc, n_bytes)], skipped Counter {reason: files}). The first of equal
+    contents wins (a file met twice is one of them)."""
     out_real, seen, cache = os.path.join(os.path.realpath(out_dir), ""), set(), {}
     kept, skipped = [], collections.Counter()
     for doc in tqdm(docs, desc="scanning", unit="file", disable=None if verbose else True):  # bar on terminals only
         real = os.path.realpath(doc.path) if doc.text is None else doc.path
         reason = ("in the output directory" if real.startswith(out_real) else
-                  "in a prepared corpus" if doc.text is None and _in_corpus(os.path.dirname(real), cache) else
-                  "duplicate" if real in seen else None)
+                  "in a prepared corpus" if doc.text is None and _in_corpus(os.path.dirname(real), cache) else None)
         if reason is None:
             reason, b, digest = _read(doc)
-            reason = reason or ("duplicate" if digest in seen else None)  # same content under another name
+            reason = reason or ("duplicate" if digest in seen else None)
         if reason:
             skipped[reason] += 1
         else:
-            seen.update((real, digest))  # this path and this content are duplicates from now on
+            seen.add(digest)  # this content is a duplicate from now on
             kept.append((doc, len(b)))
     return kept, skipped

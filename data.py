@@ -37,6 +37,7 @@ import sys
 import tempfile
 
 import numpy as np
+
 import corpus
 
 EOT = 256  # end-of-document id, placed between documents
@@ -130,19 +131,7 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
                          f"would be replaced whole; pass a new or corpus-only --out_dir")
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction={val_fraction} must be between 0 and 1")
-    if installed and (paths or domains):
-        raise ValueError("--installed reads the Python installation: pass no paths or --domain with it")
-    if installed or not (paths or domains):
-        names, docs = corpus.PYTHON_DOMAINS, corpus.python_documents(installed)
-    else:
-        names, docs = corpus.user_documents(paths, domains)
-    kept, skipped = corpus.scan(docs, out_dir, verbose)
-    why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
-    if verbose and skipped:
-        print(f"skipped {sum(skipped.values())} files: {why}")
-    if not kept:
-        raise ValueError(f"the corpus is empty: no text in {len(docs)} files ({why or 'none found'}); "
-                         f"pass files with text in them")
+    names, kept, skipped = corpus.documents(paths, domains, installed, out_dir, verbose)
     train, val = split_documents(kept, len(names or [None]), val_fraction, seed)
     n_train, n_val = (sum(n for _, n in s) + max(len(s) - 1, 0) for s in (train, val))  # bytes + EOTs
     if min(n_train, n_val) < block_size + 1:
@@ -153,7 +142,7 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
     try:  # plain writes: nothing reads tmp, and a failure deletes it whole
         meta = _build(tmp, train, val, names, chunk_size)
         source = "installed" if installed else "files" if paths or domains else "stdlib"
-        meta.update(n_documents=len(kept), val_fraction=val_fraction, seed=seed, skipped=dict(skipped), source=source)
+        meta.update(n_documents=len(kept), val_fraction=val_fraction, seed=seed, skipped=skipped, source=source)
         with open(os.path.join(tmp, "meta.json"), "w") as f:
             json.dump(meta, f, indent=1)
         if os.path.exists(out_dir):
@@ -336,7 +325,8 @@ def load_splits(data_dir, block_size, vocab_size=None):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Tokenize text into train.bin / val.bin / meta.json: byte-level, EOT "
-                                "between documents, split by file (see data.py and corpus.py).")
+                                "between documents, split by file. Never read: the output directory, any directory "
+                                "holding a train.bin, files with a NUL byte or invalid UTF-8 in their first 8 KB.")
     p.add_argument("paths", nargs="*", help="files, directories or globs (default: the standard library's .py files "
                    "in domains code, tests, prose); one directory holding nanoGPT train.bin/val.bin is used as it is")
     p.add_argument("--installed", action="store_true", help="every .py file of this Python installation, in domains "
