@@ -140,9 +140,16 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
     os.makedirs(os.path.dirname(out_dir), exist_ok=True)
     tmp = tempfile.mkdtemp(dir=os.path.dirname(out_dir), prefix=f".{os.path.basename(out_dir)}.tmp-")  # hidden
     try:  # plain writes: nothing reads tmp, and a failure deletes it whole
-        meta = _build(tmp, train, val, names, chunk_size)
+        domain_tokens = {}
+        for split, docs in (("train", train), ("val", val)):
+            with open(os.path.join(tmp, f"{split}.bin"), "wb") as f:
+                domain_tokens[split] = write_tokens(f, docs, len(names or [None]), chunk_size)
         source = "installed" if installed else "files" if paths or domains else "stdlib"
-        meta.update(n_documents=len(kept), val_fraction=val_fraction, seed=seed, skipped=skipped, source=source)
+        meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes", **scan_bins(tmp), "source": source,
+                "n_documents": len(kept), "val_fraction": val_fraction, "seed": seed, "skipped": skipped}
+        if names:  # domain d of a split holds its tokens offsets[d] .. offsets[d+1]-1
+            offsets = {s: np.cumsum([0] + n).tolist() for s, n in domain_tokens.items()}
+            meta.update(domains=names, domain_tokens=domain_tokens, domain_offsets=offsets)
         with open(os.path.join(tmp, "meta.json"), "w") as f:
             json.dump(meta, f, indent=1)
         if os.path.exists(out_dir):
@@ -151,21 +158,10 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
     finally:
         _clean_up(out_dir)  # the old corpus, or a failed build (and out_dir back if the second rename failed)
     if verbose:
-        print(f"wrote {out_dir}: {len(kept)} documents, {meta['train_tokens']:,} train, {meta['val_tokens']:,} val "
-              f"tokens" + (f", domains {names} ({meta['domain_tokens']})" if names else ""))
-    return meta
-
-
-def _build(tmp, train, val, names, chunk_size):
-    """Write tmp/train.bin and tmp/val.bin -> meta: token counts, max id, fingerprint, domains."""
-    domain_tokens = {}
-    for split, docs in (("train", train), ("val", val)):
-        with open(os.path.join(tmp, f"{split}.bin"), "wb") as f:
-            domain_tokens[split] = write_tokens(f, docs, len(names or [None]), chunk_size)
-    meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes", **scan_bins(tmp)}
-    if names:  # domain d of a split holds its tokens offsets[d] .. offsets[d+1]-1
-        offsets = {s: np.cumsum([0] + n).tolist() for s, n in domain_tokens.items()}
-        meta.update(domains=names, domain_tokens=domain_tokens, domain_offsets=offsets)
+        print(f"wrote {out_dir}: {len(kept)} documents, {meta['train_tokens']:,} train, "
+              f"{meta['val_tokens']:,} val tokens")
+        for d, name in enumerate(names or []):
+            print(f"  domain {d} {name}: {domain_tokens['train'][d]:,} train, {domain_tokens['val'][d]:,} val tokens")
     return meta
 
 
