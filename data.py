@@ -47,6 +47,9 @@ DEFAULT_DIR = os.path.join(HERE, "data", "stdlib")
 INSTALLED_DIR = os.path.join(HERE, "data", "installed")
 CORPUS_ENTRIES = {"train.bin", "val.bin", "meta.json", "index"}  # what out_dir may hold before it is replaced
 
+# -----------------------------------------------------------------------------
+# byte-level tokenizer
+
 
 def encode(text):
     """str or bytes -> uint16 ids. encode("hi") -> [104, 105]"""
@@ -57,7 +60,8 @@ def encode(text):
 def decode(ids):
     """ids -> str; EOT becomes a newline, invalid UTF-8 becomes U+FFFD."""
     ids = np.asarray(ids).ravel()
-    return bytes(np.where(ids == EOT, ord("\n"), ids).astype(np.uint8)).decode("utf-8", errors="replace")
+    b = bytes(np.where(ids == EOT, ord("\n"), ids).astype(np.uint8))
+    return b.decode("utf-8", errors="replace")
 
 
 # -----------------------------------------------------------------------------
