@@ -11,6 +11,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+import corpus
 import data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -165,7 +166,7 @@ def fake_python(tmp_path, monkeypatch):
     write_files(site, {"pkg/mod.py": "x = 1\n" * 50, "pkg/tests/test_mod.py": "def test_x():\n    pass\n" * 25,
                        "pkg/copy_of_os.py": "import sys\n" * 40, "pkg/blob.py": b"\x7fELF\x00\x00" * 30})
     paths = {"stdlib": str(lib), "platstdlib": str(lib), "purelib": str(site), "platlib": str(site)}
-    monkeypatch.setattr(data.sysconfig, "get_paths", lambda: paths)
+    monkeypatch.setattr(corpus.sysconfig, "get_paths", lambda: paths)
     return topics
 
 
@@ -252,7 +253,7 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
     (out / "index" / "info.json").write_text("{}")
     before = snapshot(out)
     write_files(tmp_path / "src", {"new.txt": "a new document " * 50})
-    real_write = data.atomic_write
+    real_write = data.write_tokens
 
     class DiskFull:  # a file that takes 100 bytes, then raises like a full disk
         def __init__(self, f):
@@ -264,14 +265,14 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
                 raise OSError(28, "No space left on device")
             return self.f.write(b)
 
-    def failing(path, write, mode="wb"):
-        return real_write(path, (lambda f: write(DiskFull(f))) if path.endswith("val.bin") else write, mode)
+    def failing(f, *args):
+        return real_write(DiskFull(f) if f.name.endswith("val.bin") else f, *args)
 
-    monkeypatch.setattr(data, "atomic_write", failing)
+    monkeypatch.setattr(data, "write_tokens", failing)
     with pytest.raises(OSError, match="No space"):
         data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]  # no leftover build directory
-    monkeypatch.setattr(data, "atomic_write", real_write)
+    monkeypatch.setattr(data, "write_tokens", real_write)
     meta = data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     assert sorted(os.listdir(out)) == ["meta.json", "train.bin", "val.bin"]  # the old index/ went with the old data
     assert meta["n_documents"] == 7 and sorted(os.listdir(tmp_path)) == ["out", "src"]
@@ -299,14 +300,24 @@ def test_kill_9_mid_write_then_next_run_cleans_up(tmp_path):
 
 
 def test_killed_between_renames_restores_the_old_corpus(tmp_path):
+    """kill -9 after out_dir was moved aside, before the new corpus took its place: out_dir is missing until the
+    next prepare (even one that fails) puts the old corpus back, and nothing else is left."""
     write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(6)})
     out = tmp_path / "out"
     data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     before = snapshot(out)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    os.rename(out, tmp_path / f".out.tmp-{int(dead.stdout)}-x.old")  # state after the first of the two renames
-    os.mkdir(tmp_path / f".out.tmp-{int(dead.stdout)}-x")
-    data._clean_leftovers(str(out))
+    code = ("import os, signal, data\n"
+            "rename = os.rename\n"
+            "def killed(src, dst):\n"
+            f"    if dst == {os.path.realpath(out)!r}:  # the second rename: the new corpus becomes out_dir\n"
+            "        os.kill(os.getpid(), signal.SIGKILL)\n"
+            "    rename(src, dst)\n"
+            "os.rename = killed\n"
+            f"data.prepare([{str(tmp_path / 'src')!r}], {str(out)!r}, block_size=16, verbose=False)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True)
+    assert r.returncode == -signal.SIGKILL and not out.exists()
+    with pytest.raises(ValueError, match="no such file"):
+        data.prepare([str(tmp_path / "nope.txt")], str(out), block_size=16, verbose=False)
     assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]
 
 
@@ -324,7 +335,7 @@ def test_bad_corpus_one_line_no_files(tmp_path, case):
         args, want = [str(tmp_path / "nope.txt")], "no such file"
     elif case == "empty":
         (tmp_path / "e.txt").write_text("")
-        args, want = [str(tmp_path / "e.txt")], "empty"
+        args, want = [str(tmp_path / "e.txt")], "(1 empty)"  # skipped as empty, not a crash on reading it
     elif case == "short":
         (tmp_path / "s.txt").write_text("tiny corpus")
         args, want = [str(tmp_path / "s.txt"), "--block_size", "64"], "too short"

@@ -1,0 +1,179 @@
+"""
+Which documents make a corpus, and in which domains: user files, or the .py files of the running Python.
+
+data.py tokenizes what this file finds; DeepSpeed has no counterpart (Megatron's preprocess_data.py, which it
+uses, reads one JSON-lines file). But:
+- the default corpus is the running Python's standard library (found through sysconfig) in three domains: `code`
+  (its .py files), `tests` (.py files under test/, tests/, idle_test/ or named test_*.py) and `prose`
+  (pydoc_data/topics.py, the documentation topics, as text: one document per topic); `installed=True` adds
+  every installed package's .py files, in the same domains;
+- user files, directories and globs form one unnamed domain, or named ones (`--domain NAME=GLOB`), and then
+  the positional paths form a last domain "other";
+- never read as input: the output directory, any directory holding a train.bin, files that are not text (a NUL
+  byte or invalid UTF-8 in their first 8 KB) and duplicates (a path seen before, or its content under another name);
+- files are read through np.memmap, so memory grows with the number of files, not with their bytes.
+"""
+
+import ast
+import codecs
+import collections
+import glob
+import hashlib
+import os
+import sysconfig
+
+import numpy as np
+from tqdm import tqdm
+
+PYTHON_DOMAINS = ["code", "tests", "prose"]  # domain ids 0, 1, 2 of the built-in corpora
+TEST_DIRS = {"test", "tests", "idle_test"}
+HEAD = 8192  # bytes checked for text: no NUL and valid UTF-8 (git's 8000-byte binary test, plus UTF-8)
+
+# text: bytes held in memory, or None to read path; bytes start .. stop-1 of it (stop None: to the end)
+Doc = collections.namedtuple("Doc", "domain path text start stop", defaults=(None, 0, None))
+
+
+def documents(paths, domains, installed, out_dir, verbose=True):
+    """-> (domain names or None, kept [(doc, n_bytes)], skipped {reason: files}): the running Python's .py files
+    (no paths or domains, or installed=True) or the user's, each read once; one line says what was skipped."""
+    if installed and (paths or domains):
+        raise ValueError("--installed reads the Python installation: pass no paths or --domain with it")
+    if installed or not (paths or domains):
+        names, docs = PYTHON_DOMAINS, python_documents(installed)
+    else:
+        names, docs = user_documents(paths, domains)
+    kept, skipped = scan(docs, out_dir, verbose)
+    why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+    if verbose and skipped:
+        print(f"skipped {sum(skipped.values())} files: {why}")
+    if not kept:
+        raise ValueError(f"the corpus is empty: no text in {len(docs)} files ({why or 'none found'}); "
+                         f"pass files with text in them")
+    return names, kept, dict(skipped)
+
+
+# -----------------------------------------------------------------------------
+# finding documents and their domains
+
+
+def _walk(root, skip=()):
+    """Files under a directory, sorted; hidden entries and directories named in skip are left out."""
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not x.startswith(".") and x not in skip)
+        yield from (os.path.join(d, f) for f in sorted(files) if not f.startswith("."))
+
+
+def python_documents(installed=False):
+    """Documents of the running Python in PYTHON_DOMAINS: the standard library's .py files, or with installed=True
+    every .py file under sysconfig's stdlib, platstdlib, purelib and platlib (packages only through the last two)."""
+    keys = ("stdlib", "platstdlib", "purelib", "platlib") if installed else ("stdlib",)
+    roots, docs = dict.fromkeys(sysconfig.get_paths()[k] for k in keys), []  # unique roots, in order
+    for root in roots:
+        for path in _walk(root, skip=("__pycache__", "site-packages", "dist-packages")):  # packages: purelib, platlib
+            rel = os.path.relpath(path, root).split(os.sep)
+            if rel[-2:] == ["pydoc_data", "topics.py"]:
+                docs += _topics(path)
+            elif path.endswith(".py"):
+                tests = bool(TEST_DIRS & set(rel[:-1])) or rel[-1].startswith("test_")
+                docs.append(Doc(1 if tests else 0, path))
+    return docs
+
+
+def _topics(path):
+    """pydoc_data/topics.py -> one prose Doc per documentation topic: its text, not the Python literal."""
+    try:
+        tree = ast.parse(open(path, "rb").read())
+        topics = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign))  # {name: text}
+    except (SyntaxError, ValueError, StopIteration):
+        return [Doc(0, path)]  # not the file we know: plain code
+    return [Doc(2, f"{path}#{name}", text.encode()) for name, text in sorted(topics.items())]
+
+
+def user_documents(paths, domains):
+    """(domain names or None, documents) of files, directories (walked) and globs: `paths` alone have no domain;
+    with domains {name: [files, directories or globs]}, positional paths form a last domain named "other"."""
+    groups = {name: list(globs) for name, globs in (domains or {}).items()}
+    if paths:
+        groups.setdefault("other" if groups else None, []).extend(paths)
+    if len(groups) > 255:
+        raise ValueError(f"{len(groups)} domains; at most 255 fit the uint8 domain ids")
+    docs = []
+    for d, globs in enumerate(groups.values()):
+        files = set()
+        for p in globs:
+            matches = glob.glob(p, recursive=True) if glob.has_magic(p) else [p]
+            if not matches or not os.path.exists(matches[0]):
+                raise ValueError(f"no such file or directory: {p}; pass existing files, directories or globs")
+            files.update(f for m in matches for f in (_walk(m) if os.path.isdir(m) else [m]))
+        docs += [Doc(d, f) for f in sorted(files)]
+    return (list(groups) if domains else None), docs
+
+
+def parse_domains(specs):
+    """["code=src/*.py", "docs=docs", "code=lib"] -> {"code": ["src/*.py", "lib"], "docs": ["docs"]}"""
+    out = {}
+    for spec in specs:
+        name, sep, pattern = spec.partition("=")
+        if not (sep and name and pattern):
+            raise ValueError(f"--domain {spec!r} is not NAME=GLOB; write e.g. --domain code='src/**/*.py'")
+        out.setdefault(name, []).append(pattern)
+    return out
+
+
+# -----------------------------------------------------------------------------
+# reading: skip what is not input text, and content read before
+
+
+def read(doc):
+    """A document's bytes start .. stop-1 as a uint8 array: its text, or its file through np.memmap (read from disk
+    as it is used, never held whole). subtle: np.memmap refuses an empty file."""
+    if doc.text is not None:
+        return np.frombuffer(doc.text, dtype=np.uint8)[doc.start : doc.stop]
+    if os.path.getsize(doc.path) == 0:
+        return np.zeros(0, dtype=np.uint8)
+    return np.memmap(doc.path, dtype=np.uint8, mode="r")[doc.start : doc.stop]
+
+
+def _read(doc):
+    """(reason to skip or None, bytes, content digest) of a document. Skipped: "unreadable", "empty", "binary" (a NUL
+    byte in its first 8 KB) and "not UTF-8" (those 8 KB do not decode, a cut last character aside)."""
+    try:
+        b = read(doc)
+    except OSError:
+        return "unreadable", None, None
+    head = b[:HEAD].tobytes()
+    if len(b) == 0 or b"\0" in head:
+        return ("binary" if len(b) else "empty"), b, None
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return "not UTF-8", b, None
+    return None, b, hashlib.sha256(b).digest()
+
+
+def _in_corpus(d, cache):
+    """True if directory d or one of its parents holds a prepared corpus (a train.bin); cache: {dir: bool}."""
+    if d not in cache:
+        parent = os.path.dirname(d)
+        cache[d] = os.path.isfile(os.path.join(d, "train.bin")) or (parent != d and _in_corpus(parent, cache))
+    return cache[d]
+
+
+def scan(docs, out_dir, verbose=True):
+    """Read every document once -> (kept [(doc, n_bytes)], skipped Counter {reason: files}). The first of equal
+    contents wins (a file met twice is one of them)."""
+    out_real, seen, cache = os.path.join(os.path.realpath(out_dir), ""), set(), {}
+    kept, skipped = [], collections.Counter()
+    for doc in tqdm(docs, desc="scanning", unit="file", disable=None if verbose else True):  # bar on terminals only
+        real = os.path.realpath(doc.path) if doc.text is None else doc.path
+        reason = ("in the output directory" if real.startswith(out_real) else
+                  "in a prepared corpus" if doc.text is None and _in_corpus(os.path.dirname(real), cache) else None)
+        if reason is None:
+            reason, b, digest = _read(doc)
+            reason = reason or ("duplicate" if digest in seen else None)
+        if reason:
+            skipped[reason] += 1
+        else:
+            seen.add(digest)  # this content is a duplicate from now on
+            kept.append((doc, len(b)))
+    return kept, skipped
