@@ -1,17 +1,44 @@
 """bench.py: what the benchmarks count (their timings are printed, never asserted)."""
 
+import os
+
 import pytest
+import torch
 
 import bench
+
+TINY = ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2", "--device=cpu", "--threads=1"]
 
 
 def test_bench_ltd_flop_ratio_falls_with_the_kept_length():
     """Counted FLOPs: dropping layers 1..L-2 to r of T tokens saves more the smaller r is, never all."""
-    out = bench.bench_ltd(["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2",
-                           "--ratios=0.75,0.5,0.25", "--iters=1"])
+    out = bench.bench_ltd(TINY + ["--vocab_size=257", "--modes=eager", "--ratios=0.75,0.5,0.25", "--iters=1"])
     flop = [out[r][1] for r in (32, 24, 16, 8)]
     # layers 0, 3 and the head stay dense
     assert flop[0] == 1.0 and all(a > b for a, b in zip(flop, flop[1:])) and flop[-1] > 0.5
+
+
+def test_bench_dense_times_a_second_model_file_beside_ours(capsys):
+    """--nanogpt loads another model.py (here our own) and times it beside ours, one row each."""
+    model_py = os.path.join(os.path.dirname(os.path.abspath(bench.__file__)), "model.py")
+    med = bench.bench_dense(TINY + [f"--nanogpt={model_py}", "--iters=1"])
+    assert list(med) == ["ours (model.py)", "nanoGPT (--nanogpt)"] and all(t > 0 for t in med.values())
+    assert "nanoGPT (--nanogpt)" in capsys.readouterr().out
+
+
+def test_device_auto_takes_the_first_gpu_with_bf16_autocast(monkeypatch):
+    """With a (faked) GPU, --device=auto is cuda:0, autocast is CUDA bf16 and the clock syncs that device."""
+    synced = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # read when autocast is built
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: f"FakeGPU on {device}")
+    monkeypatch.setattr(torch.cuda, "synchronize", synced.append)
+    device, ctx, sync, where = bench.on_device("auto")
+    sync()
+    assert (device, ctx.device, ctx.fast_dtype, synced, where) == ("cuda:0", "cuda", torch.bfloat16, ["cuda:0"],
+                                                                     "FakeGPU on cuda:0 bf16")
+    assert bench.on_device("cuda:1")[0] == "cuda:1" and bench.on_device("cpu")[3] == "cpu fp32"
 
 
 def test_interleaved_alternates_the_cases_and_drops_warmup_rounds():
@@ -31,11 +58,11 @@ def test_row_aligns_cells(capsys):
 
 
 def test_each_benchmark_has_its_own_typed_options(capsys):
-    """`bench.py prepare --help` is prepare's help; its options are typed as their defaults; unknown ones fail."""
+    """`bench.py prepare --help` is prepare's help; options are typed as their defaults; unknown ones fail."""
     with pytest.raises(SystemExit):
         bench.main(["prepare", "--help"])
     assert "bench.py prepare" in capsys.readouterr().out
-    a = bench.setup("x", ["--threads=1", "--rounds=3"], threads=1, rounds=(5, "help"), name="s")
+    a = bench.options("x", ["--threads=1", "--rounds=3"], threads=(1, "h"), rounds=(5, "help"), name=("s", "h"))
     assert (a.threads, a.rounds, a.name) == (1, 3, "s")
-    with pytest.raises(SystemExit):
-        bench.setup("x", ["--bogus=1"], threads=1)
+    with pytest.raises(SystemExit, match="unknown option"):
+        bench.main(["sampler", "--bogus=1"])
