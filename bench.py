@@ -34,10 +34,9 @@ from torch.utils.flop_counter import FlopCounterMode
 import analyzer
 import config
 import data
+from launch import resolve_device
 from model import GPT, GPTConfig, compile_model
 from sampler import CurriculumSampler
-from scheduler import CurriculumScheduler
-from train import resolve_device
 
 THREADS = (1, "torch intra-op threads (more than the free cores slows the cases unevenly)")
 DEVICE = ("auto", "auto (cuda:0 when torch sees a GPU, else cpu), cpu, cuda or cuda:N")
@@ -57,7 +56,7 @@ def options(what, argv, **fields):
 
 
 def on_device(name):
-    """--device -> (device, autocast, sync before a clock read, label); the device is train.py's resolve_device's,
+    """--device -> (device, autocast, sync before a clock read, label); the device is launch.py's resolve_device's,
     cpu or cuda:N, always with an index. bf16 autocast on CUDA, plain fp32 on CPU."""
     device = resolve_device(name, torch.cuda.device_count())
     if device == "cpu":
@@ -195,9 +194,9 @@ def bench_analyzer(args):
 def our_sampler(N, G, entry, index_to_sample):
     """-> a zero-argument callable that draws our sampler's next global batch of ids under one percentile
     curriculum (`entry`, a DeepSpeed curriculum_metrics entry) over the sorted ids, with DeepSpeed's rounding."""
-    c = {"name": "m", "difficulty_type": "percentile", "get_difficulty": CurriculumScheduler(entry).get_difficulty,
-         "max_difficulty": 100, "index_to_sample": index_to_sample, "index_to_metric": None}
-    return CurriculumSampler(N, G, curricula=[c], deepspeed=True).next_global_batch
+    ids = type("Ids", (), {"__len__": lambda self: N, "block_size": 1})()  # ids only: no tokens are read
+    index = {"m": {"index_to_sample": index_to_sample, "index_to_metric": None}}
+    return CurriculumSampler(ids, G, {"m": entry}, index).global_ids
 
 
 def deepspeed_sampler(deepspeed, entry, index_to_sample, work, N, G):
