@@ -43,6 +43,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import analyzer
 import checkpoint
 import data
+import ds_config
 import launch
 from launch import print0
 from model import GPT, GPTConfig, compile_count, compile_model
@@ -79,7 +80,7 @@ class Run:
 
 def load_data(cfg, G, rank, local_rank, world_size, ddp, notes):
     """-> (train windows, val windows, meta, sampler, random-LTD settings or None)."""
-    metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes)
+    metrics, ltd = ds_config.data_efficiency(cfg, G, analyzer.METRICS, notes)
     launch.on_each_filesystem(lambda: data.corpus_dir(cfg.data_dir), rank, local_rank, ddp)
     data_dir = data.corpus_dir(cfg.data_dir, prepare_default=False)
     train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-import config
+import ds_config
 from random_ltd import layer_tokens
 from scheduler import CurriculumScheduler, RandomLTDScheduler
 
@@ -88,13 +88,13 @@ def test_layer_token_clock_equals_deepspeed_count():
 
 def check_entry(entry):
     """What train.py does to a curriculum_metrics entry before scheduler.py reads it (config.py, the boundary)."""
-    config.check_schema({"m": entry}, {"*": config.ENTRY})
-    config.check_curriculum("m", {"difficulty_type": "value", **entry}, block_size=10**6)
+    ds_config.check_schema({"m": entry}, {"*": ds_config.ENTRY})
+    ds_config.check_curriculum("m", {"difficulty_type": "value", **entry}, 10**6, known=["m"])
 
 
 def check_ltd(schedule, block_size=32):
-    config.check_schema({"random_ltd_schedule": schedule}, config.LTD)
-    config.check_random_ltd(schedule, block_size)
+    ds_config.check_schema({"random_ltd_schedule": schedule}, ds_config.LTD)
+    ds_config.check_random_ltd({"random_ltd_schedule": schedule}, 4, block_size)
 
 
 @pytest.mark.parametrize("config_, want", [
