@@ -1,30 +1,28 @@
 """
 Offline data analyzer: score every sample with a difficulty metric and sort the samples by it.
 
-Mirrors DeepSpeed Data Efficiency's DataAnalyzer (arXiv 2212.03597;
-deepspeed/runtime/data_pipeline/data_sampling/data_analyzer.py): map a metric over the
-dataset in worker processes, reduce into a sorted index the curriculum sampler can cut.
-Per metric it writes, under <index_dir>/<metric>/:
+Mirrors DeepSpeed Data Efficiency's DataAnalyzer (arXiv 2212.03597; deepspeed/runtime/data_pipeline/
+data_sampling/data_analyzer.py): map a metric over the samples in worker processes, reduce into a sorted
+index the curriculum sampler cuts. Per metric, under <index_dir>/<metric>/:
 
     sample_to_metric.npy  [N]  metric of sample i
     index_to_sample.npy   [N]  sample ids by metric ascending, ties by id (a stable argsort)
     index_to_metric.npy   [N]  sample_to_metric[index_to_sample], non-decreasing
     info.json                  what was analyzed (data file size and mtime, T, N), written last
 
-Built-in metrics (a metric is one function; add yours to METRICS):
+Built-in metrics (a metric is one numpy function; add yours to METRICS):
 
     vocab_rarity(s) = sum over the T+1 tokens u of s of -ln p(u),  p(u) = count(u) / total
                       with counts over the train split and zero counts set to 1
     num_docs(s)     = 1 + number of end-of-document ids in s (documents the window touches)
 
 But:
-- values stay float64 (DeepSpeed truncates vocab rarity to an int and stores float32);
-- sample ids are never lost: a sample is its window number in data.py;
-- one .npy per output, memory-mappable, instead of one file per distinct value per worker;
-- both passes (token counts, then metrics) run in worker processes over contiguous ranges of
-  the memmap, never the whole corpus in RAM; memory grows with the index only (N float64 values);
-- an index whose info.json is missing, unreadable or describes other data, or whose arrays do not
-  load with the right shape, is rebuilt with a one-line note, never used.
+- values stay float64 (DeepSpeed truncates vocab rarity to an int and stores float32), and a sample is
+  its window number in data.py, so no sample identity is lost;
+- one .npy per output, memory-mappable, not one file per distinct value per worker;
+- both passes (token counts, then metrics) read contiguous ranges of the memmap, never the whole corpus;
+- an index whose info.json is missing or describes other data, or whose arrays do not load with the
+  right shape, is rebuilt with a one-line note, never used.
 """
 
 import json
@@ -94,16 +92,9 @@ def unigram_counts(bin_path, num_workers=1, chunk=1 << 24, verbose=False):
         counts += c
         bar.update(int(c.sum()))
     bar.close()
-    meta = os.path.join(os.path.dirname(bin_path), "meta.json")
-    V = int(counts.nonzero()[0].max(initial=0)) + 1  # without a meta.json: max id + 1
-    if os.path.exists(meta):
-        try:
-            V = int(json.load(open(meta))["vocab_size"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{meta} has no readable vocab_size ({e.__class__.__name__}); prepare it with data.py")
-    if counts[V:].any():
-        raise ValueError(f"{bin_path} holds token id {np.flatnonzero(counts).max()} >= vocab_size {V} of {meta}; "
-                         "fix vocab_size in meta.json or prepare the data again")
+    meta = os.path.join(os.path.dirname(bin_path), "meta.json")  # data.py checked its ids against its vocabulary
+    V = max(int(counts.nonzero()[0].max(initial=0)) + 1, json.load(open(meta))["vocab_size"] if os.path.exists(meta)
+            else 0)  # without a meta.json: max id + 1
     return counts[:V]  # subtle: the vocabulary, not 65536 ids, is what zero counts are set to 1 over
 
 

@@ -18,6 +18,7 @@ But:
   is allowed and said: the optimizer's fused kernels and the generators follow the new device.
 """
 
+import contextlib
 import fcntl
 import hashlib
 import io
@@ -66,7 +67,6 @@ def save(run, state, path):
         where = f"{run.device.split(':')[0]} ({run.dtype})"  # a resume may change it
         save_checkpoint(path, {**{k: p.state_dict() for k, p in parts(run).items()}, "state": dict(state),
                                "rng": rngs, "settings": run.settings, "config": asdict(run.cfg), "where": where})
-    state["saved_iter"] = state["iter_num"]
 
 
 def resume(run, path):
@@ -113,24 +113,24 @@ def check_resume(saved, settings, path):
                          "pass the checkpoint's settings again, or start a new --out_dir")
 
 
-def lock_run_dir(cfg):
-    """Take out_dir/.lock (held until the process exits) and refuse to replace a checkpoint by accident."""
+@contextlib.contextmanager
+def run_dir(cfg):
+    """Hold out_dir/.lock while the run lasts, and refuse to replace a checkpoint by accident."""
     os.makedirs(cfg.out_dir, exist_ok=True)
     fd = os.open(os.path.join(cfg.out_dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"another trainer is running in --out_dir={cfg.out_dir}; "
+                             "wait for it or pick another --out_dir") from None
         if (not cfg.resume and not cfg.overwrite and cfg.save_checkpoint
                 and os.path.exists(os.path.join(cfg.out_dir, "ckpt.pt"))):
             raise ValueError(f"{cfg.out_dir}/ckpt.pt exists; continue it with --resume, pick another --out_dir, "
                              "or replace it with --overwrite")
-    except BlockingIOError:
+        yield
+    finally:
         os.close(fd)
-        raise ValueError(f"another trainer is running in --out_dir={cfg.out_dir}; "
-                         "wait for it or pick another --out_dir") from None
-    except ValueError:
-        os.close(fd)
-        raise
-    return fd
 
 
 def gather(obj):

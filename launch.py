@@ -14,6 +14,8 @@ But:
 - a signal the launcher set to be ignored (SIGINT in a background job) stays ignored.
 """
 
+import contextlib
+import gc
 import os
 import signal
 
@@ -76,10 +78,22 @@ def on_each_filesystem(make, rank, local_rank, ddp):
         dist.barrier()
 
 
-def catch_signals():
-    """-> (signals, restore): signals["got"] names the first SIGTERM or SIGINT; a second one raises
-    KeyboardInterrupt at once; restore() puts the previous handlers back."""
-    signals, old = {"got": None}, {}
+def resolve_dtype(dtype, device):
+    """auto -> bfloat16 on GPUs that have it natively, float16 on older ones (V100, T4), float32 on the CPU."""
+    if dtype == "float16" and device == "cpu":
+        raise ValueError("--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); "
+                         "use float32 or bfloat16")
+    if dtype != "auto" or device == "cpu":
+        return "float32" if dtype == "auto" else dtype
+    return "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
+
+
+@contextlib.contextmanager
+def process(device, ckpt_path):
+    """One process of a run, start to end -> (ddp, rank, local_rank, world_size, device, signals): torchrun's group
+    joined and left again, an error given its line while the group is up (error_line), and SIGTERM or SIGINT
+    noted in signals["got"] for the loop to stop after its step; a second one stops at once."""
+    signals, old, ddp = {"got": None}, {}, False
 
     def handler(signum, frame):
         if signals["got"]:
@@ -87,9 +101,22 @@ def catch_signals():
         signals["got"] = signal.Signals(signum).name
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) is not signal.SIG_IGN:
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays ignored
             old[sig] = signal.signal(sig, handler)
-    return signals, lambda: [signal.signal(sig, h) for sig, h in old.items()]
+    try:
+        ddp, rank, local_rank, world_size, device = init_distributed(device)
+        yield ddp, rank, local_rank, world_size, device, signals
+    except KeyboardInterrupt:
+        raise Stopped(f"interrupted; the last checkpoint is {ckpt_path}, if any was written; continue with --resume")
+    except (ValueError, OSError) as e:
+        e.line = error_line(e)  # while the process group is up: its store counts the ranks that say it
+        raise
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+        if ddp and dist.is_initialized():
+            gc.collect()  # subtle: free the DDP wrapper (it sits in reference cycles) while its process group is alive
+            dist.destroy_process_group()
 
 
 def stop_requested(signals, ddp, device, agree):

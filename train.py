@@ -28,7 +28,6 @@ if __name__ == "__main__" and {"-h", "--help"} & set(sys.argv[1:]):
     config.parse_args(["--help"])  # subtle: before torch loads (seconds), so --help answers at once
 
 # the imports below wait for the --help check
-import gc
 import math
 import os
 import time
@@ -93,16 +92,6 @@ def load_data(cfg, G, rank, local_rank, world_size, ddp, notes):
     return train_data, val_data, meta, sampler, ltd
 
 
-def resolve_dtype(dtype, device):
-    """auto -> bfloat16 on GPUs that have it natively, float16 on older ones (V100, T4), float32 on the CPU."""
-    if dtype == "float16" and device == "cpu":
-        raise ValueError("--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); "
-                         "use float32 or bfloat16")
-    if dtype != "auto" or device == "cpu":
-        return "float32" if dtype == "auto" else dtype
-    return "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
-
-
 def setup(cfg, ddp, rank, local_rank, world_size, device, notes):
     G = cfg.global_batch_size or cfg.batch_size * world_size
     if G % (cfg.batch_size * world_size):
@@ -113,7 +102,7 @@ def setup(cfg, ddp, rank, local_rank, world_size, device, notes):
     gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer, bias=cfg.bias,
                       n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout,
                       ltd_layers=tuple(sorted(set(ltd["random_ltd_layer_id"] or []))) or None if ltd else None)
-    raw_model, dtype, device_type = GPT(gconf).to(device), resolve_dtype(cfg.dtype, device), device.split(":")[0]
+    raw_model, dtype, device_type = GPT(gconf).to(device), launch.resolve_dtype(cfg.dtype, device), device.split(":")[0]
     torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's seed offset
     ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # so do the kept tokens
     optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
@@ -127,9 +116,8 @@ def setup(cfg, ddp, rank, local_rank, world_size, device, notes):
     n_eval = min(cfg.eval_samples, len(val_data))
     settings = {"corpus": data.fingerprint(os.path.dirname(train_data.path)), "model": asdict(gconf), "seed": cfg.seed,
                 "global_batch_size": G, "curricula": {n: c.config for n, c in sampler.schedules.items()},
-                "random_ltd": ltd, "domain_weights": None if sampler.weights is None else sampler.weights.tolist(),
-                "lr_schedule": [cfg.learning_rate, cfg.min_lr, *lr_tokens[1:]],
-                "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
+                "random_ltd": ltd, "domain_weights": cfg.domain_weights, "lr_schedule": [cfg.learning_rate,
+                cfg.min_lr, *lr_tokens[1:]], "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
     scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
     return Run(cfg, ddp, rank, world_size, device, dtype, model, raw_model, optimizer, scaler, sampler, ltd_sched,
                ltd_gen, val_data, np.arange(n_eval) * (len(val_data) // n_eval), lr_tokens, settings), meta
@@ -276,57 +264,39 @@ def train_loop(run, state, signals, ckpt_path):
 
 
 def print_summary(run, meta, notes):
-    cfg, G, tr = run.cfg, run.sampler.G, run.sampler.windows
-    print0(f"data {os.path.dirname(tr.path)}: {len(tr):,} train / {len(run.val_data):,} val windows of "
-           f"{cfg.block_size}+1 tokens, vocab {meta['vocab_size']}; eval on {len(run.eval_ids)} fixed val windows")
-    print0(f"model: {run.raw_model.get_num_params() / 1e6:.2f}M parameters, {cfg.n_layer} layers; device {run.device}, "
-           f"{run.dtype}, world size {run.world_size}, {torch.get_num_threads()} torch threads per process")
+    cfg, G, tr, (step, warmup, decay) = run.cfg, run.sampler.G, run.sampler.windows, run.lr_tokens
+    print0(f"data {os.path.dirname(tr.path)}: {len(tr):,} train / {len(run.val_data):,} val windows of {cfg.block_size}"
+           f"+1 tokens, vocab {meta['vocab_size']}; model {run.raw_model.get_num_params() / 1e6:.2f}M parameters on "
+           f"{run.device} ({run.dtype}), {torch.get_num_threads()} torch threads per process")
     print0(f"batch: {G} rows/step = {cfg.batch_size} x {G // (cfg.batch_size * run.world_size)} accum x "
-           f"{run.world_size} ranks; lr: warmup to {cfg.learning_rate:g} over {run.lr_tokens[1]:,} effective tokens "
-           f"({run.lr_tokens[0]:,} a dense step), cosine to {cfg.min_lr:g} at {run.lr_tokens[2]:,.0f}")
-    for note in notes:
-        print0("note:", note)
-    budget = config.budget_steps(cfg, G)
+           f"{run.world_size} ranks; lr: warmup to {cfg.learning_rate:g} over {warmup:,} effective tokens ({step:,} a "
+           f"dense step), cosine to {cfg.min_lr:g} at {decay:,.0f}")
+    budget, lines = config.budget_steps(cfg, G), [f"note: {note}" for note in notes]
     iters = sorted({1, budget // 4, budget // 2, 3 * budget // 4, budget} - {0})  # iteration N runs step N-1
     for name, sched in run.sampler.schedules.items():
-        values = ", ".join(f"iter {n}: {run.sampler.difficulties(n - 1)[name]}" for n in iters)
-        print0(f"curriculum {name} ({sched.config.get('difficulty_type')}): {values}")
+        lines.append(f"curriculum {name} ({sched.config.get('difficulty_type')}): "
+                     + ", ".join(f"iter {n}: {run.sampler.difficulties(n - 1)[name]}" for n in iters))
     if run.ltd:
-        values = ", ".join(f"iter {n}: {kept_length(run.ltd, n - 1, run.sampler.seqlen(n - 1))}" for n in iters)
-        print0(f"random-LTD on layers {sorted(run.raw_model.ltd_layers)}: kept length {values}")
+        lines.append(f"random-LTD on layers {sorted(run.raw_model.ltd_layers)}: kept length " + ", ".join(
+            f"iter {n}: {kept_length(run.ltd, n - 1, run.sampler.seqlen(n - 1))}" for n in iters))
+    for line in lines:
+        print0(line)
 
 
 def train(cfg):
     """Train with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)], val_loss, model, ..."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    lock, t_start, notes, ckpt_path = None, time.time(), [], os.path.join(cfg.out_dir, "ckpt.pt")
-    state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0, "saved_iter": None}
-    signals, restore_signals = launch.catch_signals()
-    ddp = False
-    try:
-        ddp, rank, local_rank, world_size, device = launch.init_distributed(cfg.device)
-        lock = checkpoint.lock_run_dir(cfg) if rank == 0 else None
-        run, meta = setup(cfg, ddp, rank, local_rank, world_size, device, notes)
-        if cfg.resume:
-            state, more = checkpoint.resume(run, ckpt_path)
-            notes += more
-        print_summary(run, meta, notes)
-        out = train_loop(run, state, signals, ckpt_path)
-    except KeyboardInterrupt:  # a second signal: at once, without a checkpoint
-        saved = state["saved_iter"] if state["saved_iter"] is not None else "none this run"
-        raise launch.Stopped(f"interrupted at iter {state['iter_num']}; last checkpoint written at iter {saved} "
-                             f"({ckpt_path}); continue with --resume") from None
-    except (ValueError, OSError) as e:
-        e.line = launch.error_line(e)  # while the process group is up: its store counts the ranks that say it
-        raise
-    finally:
-        restore_signals()
-        if lock is not None:
-            os.close(lock)
-        if ddp and dist.is_initialized():
-            gc.collect()  # subtle: free the DDP wrapper (it sits in reference cycles) while its process group is alive
-            dist.destroy_process_group()
+    t_start, notes, ckpt_path = time.time(), [], os.path.join(cfg.out_dir, "ckpt.pt")
+    with launch.process(cfg.device, ckpt_path) as (ddp, rank, local_rank, world_size, device, signals):
+        with checkpoint.run_dir(cfg) if rank == 0 else nullcontext():  # one trainer per out_dir
+            run, meta = setup(cfg, ddp, rank, local_rank, world_size, device, notes)
+            state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0}
+            if cfg.resume:
+                state, more = checkpoint.resume(run, ckpt_path)
+                notes += more
+            print_summary(run, meta, notes)
+            out = train_loop(run, state, signals, ckpt_path)
     if cfg.compile:
         print0(f"torch.compile: {compile_count()} compilations")
     return {**out, "iter_num": state["iter_num"], "raw_tokens": state["raw_tokens"], "meta": meta,

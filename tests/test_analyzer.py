@@ -166,12 +166,8 @@ def test_unigram_counts_in_chunks_and_workers(corpus, tmp_path):
     assert np.array_equal(analyzer.unigram_counts(path, num_workers=2, chunk=1000), want)  # 9 jobs, 2 processes
     json.dump({"vocab_size": 300}, open(tmp_path / "meta.json", "w"))
     assert np.array_equal(analyzer.unigram_counts(path), np.bincount(tokens, minlength=300))
-    json.dump({"vocab_size": 200}, open(tmp_path / "meta.json", "w"))  # ids up to 256 do not fit
-    with pytest.raises(ValueError, match="holds token id 256 >= vocab_size 200"):
-        analyzer.ensure_index(path, 16, ["vocab_rarity"], str(tmp_path / "index"), num_workers=1)
-    open(tmp_path / "meta.json", "w").write("{")
-    with pytest.raises(ValueError, match="meta.json has no readable vocab_size"):
-        analyzer.unigram_counts(path)
+    json.dump({"vocab_size": 200}, open(tmp_path / "meta.json", "w"))  # ids up to 256: never fewer counts than ids
+    assert np.array_equal(analyzer.unigram_counts(path), want)  # (data.load_meta refuses such a corpus to train.py)
 
 
 def test_import_is_light():

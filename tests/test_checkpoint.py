@@ -78,21 +78,24 @@ def test_atomic_write_temporaries_are_unique_and_cleaned(tmp_path):
 
 def test_lock_refuses_a_second_trainer(tmp_path):
     cfg = parse_args([f"--out_dir={tmp_path}"])
-    fd = checkpoint.lock_run_dir(cfg)
-    with pytest.raises(ValueError, match="another trainer is running"):
-        checkpoint.lock_run_dir(cfg)
-    os.close(fd)
-    os.close(checkpoint.lock_run_dir(cfg))  # free again once the first one is gone
+    with checkpoint.run_dir(cfg):
+        with pytest.raises(ValueError, match="another trainer is running"):
+            with checkpoint.run_dir(cfg):
+                pass
+    with checkpoint.run_dir(cfg):  # free again once the first one is gone
+        pass
 
 
 def test_refuses_to_replace_a_checkpoint_without_resume_or_overwrite(tmp_path):
     (tmp_path / "ckpt.pt").write_bytes(b"old")
     with pytest.raises(ValueError,
                        match="continue it with --resume, pick another --out_dir, or replace it with --overwrite"):
-        checkpoint.lock_run_dir(parse_args([f"--out_dir={tmp_path}"]))
+        with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path}"])):
+            pass
     fcntl.flock(os.open(tmp_path / ".lock", os.O_RDWR), fcntl.LOCK_EX | fcntl.LOCK_NB)  # the refusal released the lock
     for flag in ("--resume", "--overwrite", "--save_checkpoint=false"):
-        os.close(checkpoint.lock_run_dir(parse_args([f"--out_dir={tmp_path / flag[2:]}", flag])))
+        with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path / flag[2:]}", flag])):
+            pass
 
 
 def test_check_resume_names_every_change():
