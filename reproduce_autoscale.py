@@ -34,6 +34,7 @@ from reproduce import check_passes, flag, numbers, seed_list, train_run
 from sampler import domain_counts
 
 MODEL = ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=64", "--batch_size=24", "--threads=1"]
+SET_PER_RUN = ("domain_weights", "max_tokens", "max_iters", "seed", "out_dir", "resume", "overwrite")  # ours, per run
 
 
 @dataclass
@@ -180,6 +181,9 @@ def main(argv=None):
             raise ValueError(f"--target={a.target} unknown; use balanced (mean over domains) or natural (val shares)")
         if a.eval_per_domain < 1:
             raise ValueError(f"--eval_per_domain={a.eval_per_domain} must be at least 1")
+        mine = [f for f in a.train_args.split() if f.lstrip("-").split("=")[0] in SET_PER_RUN]
+        if mine:
+            raise ValueError(f"--train_args sets {' '.join(mine)}, which every run sets for itself; drop it")
         seed_list(a.seeds)  # mixture.perturbed_amounts checks --factors and train.py the rest, before any training
         args = MODEL + [f"--data_dir={a.data_dir}"] + a.train_args.split()  # every run's, before its own flags
         names, train_tokens, eval_ids, val_share = domain_data(a.data_dir, int(flag(args, "block_size")),

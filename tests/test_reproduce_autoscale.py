@@ -184,6 +184,7 @@ TINY = ["--eval_per_domain=8", "--train_args=--n_layer=1 --n_head=2 --n_embd=16 
     (["--target=mean"], "--target=mean unknown"),
     (["--eval_per_domain=0"], "--eval_per_domain=0 must be at least 1"),
     (["--n1=640", "--n2=1280", "--train_args=--n_head=3"], "--n_head=3 does not divide --n_embd=128"),  # 1st run
+    (["--train_args=--seed=3"], "--train_args sets --seed=3, which every run sets for itself"),
     (["--n_1=5"], "unknown option: --n_1=5"),
 ])
 def test_main_bad_input_is_one_line_and_exit_1(flags, match, domain_corpus, capsys):
