@@ -1,17 +1,10 @@
 """mixture.py: fit recovery, the DDO optimum's KKT conditions, the predictor's exactness, the
-AutoScale notebooks' own numbers reproduced, bad inputs; the procedure with a fake trainer (fits, optima,
-prediction, run count, table, data never repeated); train.py runs and the command on a tiny corpus."""
-
-import os
-import re
+AutoScale notebooks' own numbers reproduced, bad inputs. The procedure with train.py: test_reproduce_autoscale.py."""
 
 import numpy as np
 import pytest
 
-import data
-import mixture
-from mixture import (autoscale_predict, ddo_optimum, fit_perturbed, fit_power_law, perturbed_amounts, power_law,
-                     predicted_loss, weights_from_amounts)
+from mixture import autoscale_predict, ddo_optimum, fit_power_law, perturbed_amounts, power_law
 
 # --- the published example, copied as data --------------------------------------------------------
 # github.com/feiyang-k/AutoScale, algorithms/DDO_example.ipynb, cell 632f22de: validation perplexity of
@@ -54,6 +47,18 @@ NOTEBOOK_PREDICTIONS = {
 def marginals(params, x):
     """b_i (x_i + a_i) ** -(b_i + 1): the loss saved by the next unit of domain i."""
     return np.array([b * (xi + a) ** -(b + 1) for xi, (a, b, _) in zip(x, params)])
+
+
+def predicted_loss(params, x):
+    """sum_i (x_i + a_i) ** -b_i + c_i: the DDO objective at amounts x."""
+    return float(sum(power_law(xi, a, b, c) for xi, (a, b, c) in zip(x, params)))
+
+
+def fit_perturbed(losses, factors=(1 / 3, 3.0)):
+    """The notebook's fits: domain i through rows down_i, base, up_i of the 2m + 1 runs in perturbed_amounts' order,
+    x = [down, 1, up], y = loss / base loss."""
+    m, x = len(losses) // 2, np.array([factors[0], 1.0, factors[1]])
+    return [fit_power_law(x, losses[[1 + i, 0, 1 + m + i]] / losses[0]) for i in range(m)]
 
 
 # --- fit ----------------------------------------------------------------------------------------
@@ -211,11 +216,6 @@ def test_fit_perturbed_pairs_rows_with_domains():
         assert (a, b, c) == pytest.approx((ta, tb, 1 - f), rel=1e-9)  # other domains fold into c
 
 
-def test_weights_from_amounts():
-    np.testing.assert_allclose(weights_from_amounts([1.0, 3.0]), [0.25, 0.75])
-    assert weights_from_amounts(NOTEBOOK_OPTIMUM).sum() == pytest.approx(1.0)
-
-
 # --- bad input ----------------------------------------------------------------------------------
 
 X3 = [1 / 3, 1.0, 3.0]
@@ -237,236 +237,10 @@ X3 = [1 / 3, 1.0, 3.0]
     (lambda: autoscale_predict([1.0, 2.0], [1.0], 2), "equal length"),
     (lambda: autoscale_predict([1.0, 0.0], [1.0, 2.0], 2), "positive"),
     (lambda: perturbed_amounts([1.0, 1.0], (2.0, 3.0)), "0 < down < 1 < up"),
-    (lambda: fit_perturbed([1.0, 1.1, 0.9, 1.2]), "2m \\+ 1"),
+    (lambda: perturbed_amounts([1.0, 1.0], (1 / 3,)), "factors down,up with 0 < down < 1 < up"),
     (lambda: power_law([0.1, 1.0], -0.5, 1.0, 0.0), "x \\+ a must be > 0"),
-    (lambda: weights_from_amounts([1.0, -1.0]), ">= 0"),
 ])
 def test_bad_input_raises_one_line(call, match):
     with pytest.raises(ValueError, match=match) as e:
         call()
     assert "\n" not in str(e.value)
-
-
-# --- the procedure, with a fake trainer -----------------------------------------------------------
-
-NAMES = ["code", "tests", "prose"]
-TRUE_A, TRUE_B, SCALE = np.array([2.0, 0.8, 5.0]), np.array([1.3, 0.9, 2.0]), 1e5
-
-
-def true_fits(N, m=3):
-    """The fits the fake trainer's laws imply at base total N: a_i = A_i * SCALE / u, b_i = B_i, u = N / m."""
-    a = TRUE_A * SCALE / (N / m)
-    return [(ai, bi, 1 - (1 + ai) ** -bi) for ai, bi in zip(a, TRUE_B)]
-
-
-class FakeTrainer:
-    """trainer(amounts, seed, tag) -> (losses, tokens = amounts), no training, every call recorded.
-
-    u = the run's median amount: every perturbed run keeps m - 1 >= 2 domains at the base share, so u is it.
-    loss_k = m ((x_k + a_k) ** -b_k + c) * (1 + 0.01 sin(seed)), x_k = n_k / u, a_k = A_k * SCALE / u, and c
-    makes the base run's mean loss 1; so with domain i moved alone, mean loss / base loss =
-    (x_i + a_i) ** -b_i + 1 - (1 + a_i) ** -b_i exactly. The seed factor scales every loss of a run alike:
-    the small runs (one seed) fit exactly, the target runs spread over seeds.
-    """
-
-    def __init__(self, drawn=1.0):
-        self.calls, self.drawn = [], drawn
-
-    def __call__(self, amounts, seed, tag):
-        self.calls.append((tag, seed, amounts.copy()))
-        u = np.median(amounts)
-        a = TRUE_A * SCALE / u
-        c = (1 - np.sum((1 + a) ** -TRUE_B)) / len(amounts)
-        losses = len(amounts) * ((amounts / u + a) ** -TRUE_B + c) * (1 + 0.01 * np.sin(seed))
-        return losses, amounts * self.drawn
-
-
-def run_fake(*flags, train_tokens=(1e7, 1e7, 1e7), trainer=None):
-    a = mixture.parse_args(["--n1=100000", "--n2=200000", "--t=2", *flags])
-    trainer = trainer or FakeTrainer()
-    result = mixture.autoscale(trainer, NAMES, a, np.array(train_tokens), np.full(3, 1 / 3))
-    return result, trainer
-
-
-def test_autoscale_recovers_the_fits_optima_and_prediction():
-    result, trainer = run_fake("--lower=0.2")
-    n = []
-    for s, N in zip(result["scales"], (100_000, 200_000)):
-        np.testing.assert_allclose(np.array(s["fits"]), np.array(true_fits(N)), rtol=1e-8)
-        x = ddo_optimum(true_fits(N), 3.0, 0.2)  # the closed form on the true laws
-        np.testing.assert_allclose(s["n"], x * N / 3, rtol=1e-7)
-        n.append(x * N / 3)
-    code = [s["x"][0] for s in result["scales"]]
-    assert code[0] == pytest.approx(0.2) and 0.2 < code[1] < 1  # code at the bound at N1, free at N2
-    np.testing.assert_allclose(result["predicted"], n[0] * (n[1] / n[0]) ** 2, rtol=1e-7)
-    assert result["budget"] == 400_000  # N1 * (N2 / N1) ** t
-    targets = {tag: amounts for tag, _, amounts in trainer.calls if tag.startswith("target_")}
-    np.testing.assert_allclose(targets["target_uniform_s1"], np.full(3, 400_000 / 3))
-    np.testing.assert_allclose(targets["target_n1_reused_s2"], n[0] / n[0].sum() * 400_000)
-    predicted = result["predicted"]
-    np.testing.assert_allclose(targets["target_AutoScale_s1"], predicted / predicted.sum() * 400_000)
-
-
-def test_autoscale_makes_2_times_2m_plus_1_runs_then_3_per_seed():
-    result, trainer = run_fake("--seeds=5,6,7")
-    tags = [tag for tag, _, _ in trainer.calls]
-    assert len(tags) == 2 * (2 * 3 + 1) + 3 * 3 == len(set(tags))
-    assert [seed for tag, seed, _ in trainer.calls if not tag.startswith("target_")] == [5] * 14  # the first seed
-    assert sorted(seed for tag, seed, _ in trainer.calls if tag.startswith("target_AutoScale")) == [5, 6, 7]
-    assert trainer.calls[1][0] == "n1_code_x0.333" and trainer.calls[13][0] == "n2_prose_x3"
-    np.testing.assert_allclose(trainer.calls[4][2], [100_000, 100_000 / 3, 100_000 / 3])  # n1, code x 3
-
-
-def test_table_lists_the_three_weightings_with_their_seed_spread(capsys):
-    result, _ = run_fake("--seeds=1,2")
-    printed = capsys.readouterr().out  # the scales, printed before the target runs
-    assert "scale n1" in printed and "scale n2" in printed and "AutoScale: n(t) = n1 * (n2 / n1) ** 2" in printed
-    table = mixture.format_target(result).splitlines()
-    for name in ("uniform", "n1 reused", "AutoScale"):
-        loss = [r["loss"] for r in result["target"][name]]
-        line = next(s for s in table if s.startswith(name + " "))
-        assert f"{np.mean(loss):.4f} [{min(loss):.4f}, {max(loss):.4f}]" in line
-        assert " ".join(f"{w:.3f}" for w in result["weightings"][name]) in " ".join(line.split())
-    uniform, autoscale = (np.mean([r["loss"] for r in result["target"][k]]) for k in ("uniform", "AutoScale"))
-    verdict = next(s for s in table if s.startswith("AutoScale vs uniform"))
-    assert ("lower" if autoscale < uniform else "higher") + f" by {abs(autoscale - uniform):.4f}" in verdict
-    assert any(s.startswith("AutoScale vs n1 reused") for s in table)
-
-
-def test_verdict_wording():
-    def result(autoscale, other):
-        return {"target": {"AutoScale": [{"loss": v} for v in autoscale], "uniform": [{"loss": v} for v in other]}}
-
-    assert mixture.compare(result([2.0, 2.2], [2.3, 2.5]), "uniform") == \
-        "AutoScale vs uniform: 2.1000 vs 2.4000, lower by 0.3000; the seed ranges do not overlap"
-    assert mixture.compare(result([2.3, 2.5], [2.0, 2.45]), "uniform") == \
-        "AutoScale vs uniform: 2.4000 vs 2.2250, higher by 0.1750; the seed ranges overlap"
-    assert mixture.compare(result([2.0, 2.4], [2.1, 2.3]), "uniform") == \
-        "AutoScale vs uniform: 2.2000 vs 2.2000, equal to 4 decimals; the seed ranges overlap"
-
-
-def test_an_unfitted_domain_keeps_its_base_amount():
-    class Flat(FakeTrainer):  # prose does not help: its loss rises as prose grows
-        def __call__(self, amounts, seed, tag):
-            losses, tokens = super().__call__(amounts, seed, tag)
-            return losses + np.array([0, 0, 0.3 * amounts[2] / np.median(amounts)]), tokens
-
-    result, _ = run_fake(trainer=Flat())
-    for s in result["scales"]:
-        assert s["fits"][2] is None and s["x"][2] == 1.0 and s["x"][:2].sum() == pytest.approx(2.0)
-        assert s["notes"] == ["prose unfitted (its loss does not fall as x grows; a convex fall is needed): "
-                              "kept at its base amount"]
-
-
-def test_a_fit_with_its_pole_above_the_lower_bound_is_not_used():
-    x = np.array([1 / 3, 1.0, 3.0])
-    y = power_law(x, -0.25, 5.0, 0.5)  # infinite at x = 0.25; the exact fit returned is its twin with a = -0.241
-    fit = fit_power_law(x, y)
-    assert -0.25 < fit[0] < -0.2
-    assert mixture.fit_domain("code", x, y, 0.3) == (fit, None)  # pole below the bound: usable
-    got, note = mixture.fit_domain("code", x, y, 0.2)
-    assert got is None and note.startswith("code unfitted (a=-0.241: its pole lies above --lower=0.2)")
-
-
-def test_repeating_a_domain_is_refused_before_the_runs_that_would():
-    # the n2 run with prose x 3 would draw 200,000 prose tokens of 150,000: refused before any run
-    with pytest.raises(ValueError, match="a run at scale n2 would draw 200,000 tokens of domain prose, 1.33 passes"):
-        run_fake(train_tokens=(1e7, 1e7, 150_000), trainer=(fake := FakeTrainer()))
-    assert fake.calls == []
-    # tests: 200,000 at n2 and 133,333 uniform fit in 300,000; n1's proportions (0.867 tests) would not
-    with pytest.raises(ValueError, match="the n1 reused target run would draw 346,667 tokens of domain tests") as e:
-        run_fake(train_tokens=(1e7, 300_000, 1e7), trainer=(fake := FakeTrainer()))
-    assert len(fake.calls) == 14 and "\n" not in str(e.value)
-
-
-def test_passes_are_reported_and_a_repeat_is_warned():
-    result, _ = run_fake(train_tokens=(1e7, 1e7, 400_000))
-    line = mixture.format_passes(result)
-    assert len(line) == 1 and "prose 0.50 (n2_prose_x3)" in line[0]  # 200,000 of 400,000 tokens
-    # draws rounded up past the planned amounts (as whole steps and rows do) cross one pass: warned
-    result, _ = run_fake(train_tokens=(1e7, 1e7, 200_000), trainer=FakeTrainer(drawn=1.01))
-    assert mixture.format_passes(result)[1] == ("WARNING: run n2_prose_x3 drew domain prose's training windows "
-                                                "1.01 times: some of its data was repeated")
-
-
-@pytest.mark.parametrize("flags,match", [
-    (["--n1=200000", "--n2=200000"], "need 0 < --n1 < --n2"),
-    (["--n1=300000", "--n2=200000"], "need 0 < --n1 < --n2"),
-    (["--seeds="], "one or more distinct seeds"),
-    (["--seeds=1,x"], "--seeds='1,x' must be comma-separated integers"),
-    (["--factors=1/2,2/3"], "0 < down < 1 < up"),
-    (["--factors=2,3"], "--factors=2,3 must be down,up with 0 < down < 1 < up"),
-    (["--factors=1/3"], "0 < down < 1 < up"),
-    (["--lower=1"], "--lower=1.0 must be in \\(0, 1\\)"),
-    (["--t=0"], "--t=0.0 must be a positive"),
-    (["--target=mean"], "--target=mean unknown"),
-    (["--train_args=--seed=3"], "--train_args sets --seed=3"),
-    (["--n_head=3"], "--n_head=3 does not divide --n_embd=128"),
-    (["--n_1=5"], "unrecognized arguments: --n_1=5"),
-])
-def test_main_bad_input_is_one_line_and_exit_1(flags, match, capsys):
-    with pytest.raises(SystemExit) as e:
-        mixture.main(flags)
-    err = capsys.readouterr().err
-    assert e.value.code == 1 and err.startswith("error: ") and err.count("\n") == 1
-    assert re.search(match, err)
-
-
-# --- with train.py, on a tiny corpus ----------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def domain_corpus(tmp_path_factory):
-    """Two domains of template text (prose sentences, code lines), five files each, prepared with data.py."""
-    d = tmp_path_factory.mktemp("domains")
-    rng = np.random.default_rng(0)
-    for name in ("prose", "code"):
-        (d / name).mkdir()
-        for k in range(5):
-            lines = [f"the {rng.choice(['cat', 'owl', 'fox'])} sat on the {rng.choice(['mat', 'log'])}."
-                     if name == "prose" else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}"
-                     for _ in range(120)]
-            (d / name / f"{k}.txt").write_text("\n".join(lines))
-    data.prepare(out_dir=str(d / "prepared"), block_size=16, verbose=False,
-                 domains={"prose": [str(d / "prose")], "code": [str(d / "code")]})
-    return str(d / "prepared")
-
-
-TINY = ["--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=16", "--batch_size=4", "--eval_per_domain=8",
-        "--train_args=--device=cpu --warmup_iters=1"]
-
-
-def test_train_run_draws_the_weighted_tokens_and_evaluates_each_domain(domain_corpus, tmp_path):
-    a = mixture.parse_args(TINY + [f"--data_dir={domain_corpus}", f"--out_dir={tmp_path}"])
-    names, train_tokens, eval_ids, val_share = mixture.domain_data(a)
-    assert names == ["prose", "code"] and len(eval_ids) == 2 and val_share.sum() == pytest.approx(1.0)
-    val = data.SampleWindows(os.path.join(domain_corpus, "val.bin"), 16).domains
-    for k, ids in enumerate(eval_ids):  # 8 distinct val windows of domain k, first and last among them
-        assert len(set(ids)) == 8 and np.all(val[ids] == k) and ids[-1] == np.flatnonzero(val == k)[-1]
-    assert list(train_tokens) == [np.sum(data.SampleWindows(os.path.join(domain_corpus, "train.bin"), 16).domains == k)
-                                  * 16 for k in (0, 1)]
-    losses, tokens = mixture.train_run(a, names, eval_ids, np.array([300.0, 100.0]), 1, "run")
-    # 400 tokens in steps of 4 rows x 16 = 64 tokens: 7 steps (rounded up), 3 prose + 1 code rows each
-    np.testing.assert_allclose(tokens, [3 * 7 * 16, 1 * 7 * 16])
-    assert np.all(np.isfinite(losses)) and len(losses) == 2 and 1.0 < min(losses)
-    assert "step 7: val loss" in open(os.path.join(tmp_path, "run", "train.log")).read()  # 7 steps ran
-
-
-def test_main_end_to_end_on_the_tiny_corpus(domain_corpus, tmp_path, capsys):
-    mixture.main(TINY + ["--n1=640", "--n2=1280", "--t=1", "--seeds=1,2", f"--data_dir={domain_corpus}",
-                         f"--out_dir={tmp_path}"])
-    out = capsys.readouterr().out
-    for s in ("scale n1", "scale n2", "uniform ", "n1 reused ", "AutoScale ", "AutoScale vs uniform", "domain passes",
-              "done: 16 runs"):
-        assert s in out
-    assert len(os.listdir(tmp_path)) == 16
-
-
-def test_main_refuses_a_corpus_of_one_domain(tmp_path, capsys):
-    (tmp_path / "text").mkdir()
-    for k in range(5):
-        (tmp_path / "text" / f"{k}.txt").write_text("the cat sat on the mat.\n" * 40)
-    data.prepare(out_dir=str(tmp_path / "one"), block_size=16, verbose=False, domains={"all": [str(tmp_path / "text")]})
-    with pytest.raises(SystemExit) as e:
-        mixture.main(TINY + [f"--data_dir={tmp_path / 'one'}"])
-    err = capsys.readouterr().err
-    assert e.value.code == 1 and err.count("\n") == 1 and "has 1 domain(s), AutoScale needs two or more" in err
