@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny prepared corpus."""
+"""Shared fixtures: tiny prepared corpora, one without domains and one with two."""
 
 import numpy as np
 import pytest
@@ -17,4 +17,21 @@ def corpus(tmp_path_factory):
                  else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}" for _ in range(300)]
         (d / f"doc{k}.txt").write_text("\n".join(lines))
     data.prepare([str(d)], str(d / "prepared"), block_size=16, verbose=False)
+    return str(d / "prepared")
+
+
+@pytest.fixture(scope="session")
+def domain_corpus(tmp_path_factory):
+    """Two domains of template text (prose sentences, code lines), five files each, prepared with data.py."""
+    d = tmp_path_factory.mktemp("domains")
+    rng = np.random.default_rng(0)
+    for name in ("prose", "code"):
+        (d / name).mkdir()
+        for k in range(5):
+            lines = [f"the {rng.choice(['cat', 'owl', 'fox'])} sat on the {rng.choice(['mat', 'log'])}."
+                     if name == "prose" else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}"
+                     for _ in range(120)]
+            (d / name / f"{k}.txt").write_text("\n".join(lines))
+    data.prepare(out_dir=str(d / "prepared"), block_size=16, verbose=False,
+                 domains={"prose": [str(d / "prose")], "code": [str(d / "code")]})
     return str(d / "prepared")

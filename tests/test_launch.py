@@ -16,6 +16,10 @@ import torch
 
 import checkpoint
 import launch
+import reproduce
+import reproduce_autoscale
+import test_reproduce
+import test_reproduce_autoscale
 import train
 from fake_cuda import CUDA_STATE_BYTES, FakeCuda
 from test_train import LTD, ROOT, TINY, cfg_for, run
@@ -111,6 +115,27 @@ def test_a_gpu_checkpoint_resumes_on_the_cpu_and_a_cpu_one_on_the_gpu(corpus, tm
         out = train.train(cfg_for(corpus, tmp_path / "b", *args, "--max_iters=4", "--resume", "--device=auto"))
     assert out["iter_num"] == 4 and ("set_rng_state",) not in gpu.calls  # a CPU run saved no CUDA state
     assert "on cpu (float32), this run has 1 on cuda (bfloat16)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_every_run_the_experiments_build_starts_on_one_gpu(corpus, domain_corpus, tmp_path, monkeypatch):
+    """Every train.py run that reproduce.py and reproduce_autoscale.py make goes through train.train: all of them,
+    run on one faked GPU with the default device, start on cuda:0 (a new caller is covered as soon as it runs)."""
+    real, starts = train.train, []
+
+    def on_one_gpu(cfg):
+        with FakeCuda(n_gpu=1) as gpu:
+            out = real(cfg)
+        starts.append(gpu.calls[0])  # the first CUDA call of a run
+        return out
+
+    monkeypatch.setattr(train, "train", on_one_gpu)
+    monkeypatch.setitem(reproduce.SIZES, "tiny", test_reproduce.TINY)
+    reproduce.main(["--size=tiny", f"--data_dir={corpus}", f"--out_dir={tmp_path / 'grid'}", "--seeds=5"])
+    grid = len(starts)
+    reproduce_autoscale.main(test_reproduce_autoscale.TINY + ["--n1=640", "--n2=1280", "--t=1", "--seeds=1",
+                                                              f"--data_dir={domain_corpus}", f"--out_dir={tmp_path}"])
+    assert grid == 8 and len(starts) == grid + 2 * 5 + 3 and set(starts) == {("set_device", 0)}
 
 
 # -----------------------------------------------------------------------------

@@ -149,23 +149,6 @@ def test_passes_are_reported_and_a_repeat_is_warned(capsys):
     assert result["scales"][1]["runs"][6]["passes"][2] == pytest.approx(1.01)
 
 
-@pytest.fixture(scope="module")
-def domain_corpus(tmp_path_factory):
-    """Two domains of template text (prose sentences, code lines), five files each, prepared with data.py."""
-    d = tmp_path_factory.mktemp("domains")
-    rng = np.random.default_rng(0)
-    for name in ("prose", "code"):
-        (d / name).mkdir()
-        for k in range(5):
-            lines = [f"the {rng.choice(['cat', 'owl', 'fox'])} sat on the {rng.choice(['mat', 'log'])}."
-                     if name == "prose" else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}"
-                     for _ in range(120)]
-            (d / name / f"{k}.txt").write_text("\n".join(lines))
-    data.prepare(out_dir=str(d / "prepared"), block_size=16, verbose=False,
-                 domains={"prose": [str(d / "prose")], "code": [str(d / "code")]})
-    return str(d / "prepared")
-
-
 TINY = ["--eval_per_domain=8", "--train_args=--n_layer=1 --n_head=2 --n_embd=16 --block_size=16 --batch_size=4 "
         "--warmup_iters=1"]
 
