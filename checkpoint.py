@@ -59,6 +59,16 @@ def parts(run):
     return {"model": run.raw_model, "optimizer": run.optimizer, "scaler": run.scaler, "sampler": run.sampler}
 
 
+def settings(run):
+    """What shapes a run and so must be the same on resume: corpus, model, batch, seed, schedules, LR, optimizer."""
+    cfg, s = run.cfg, run.sampler
+    return {"corpus": data.fingerprint(os.path.dirname(s.windows.path)), "model": asdict(run.raw_model.config),
+            "seed": cfg.seed, "global_batch_size": s.G, "curricula": {n: c.config for n, c in s.schedules.items()},
+            "random_ltd": run.ltd and run.ltd.config, "random_ltd_layers": sorted(run.raw_model.ltd_layers),
+            "domain_weights": cfg.domain_weights, "lr_schedule": [cfg.learning_rate, cfg.min_lr, *run.lr_tokens[1:]],
+            "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
+
+
 def save(run, state, path):
     """Every rank's RNG states gathered (a collective), then rank 0 writes the checkpoint of train.py's Run."""
     rngs = gather({"torch": torch.get_rng_state(), "ltd": run.ltd_gen.get_state().cpu(),
@@ -66,14 +76,14 @@ def save(run, state, path):
     if run.rank == 0:
         where = f"{run.device.split(':')[0]} ({run.dtype})"  # a resume may change it
         save_checkpoint(path, {**{k: p.state_dict() for k, p in parts(run).items()}, "state": dict(state),
-                               "rng": rngs, "settings": run.settings, "config": asdict(run.cfg), "where": where})
+                               "rng": rngs, "settings": settings(run), "config": asdict(run.cfg), "where": where})
 
 
 def resume(run, path):
     """The inverse of save() -> (the loop's state, notes): refuses another corpus or other settings; a new budget
     (max_iters, max_tokens), world size, device or precision is allowed and said in a note."""
     ckpt, notes = load_checkpoint(path), []
-    check_resume(ckpt["settings"], run.settings, path)
+    check_resume(ckpt["settings"], settings(run), path)
     groups = ckpt["optimizer"]["param_groups"]  # subtle: fused/foreach/capturable follow this device, not the saver's
     for g, mine in zip(groups, run.optimizer.param_groups):
         g.update({k: mine[k] for k in ("fused", "foreach", "capturable") if k in mine})

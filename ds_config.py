@@ -59,6 +59,7 @@ def data_efficiency(cfg, global_batch_size, known_metrics, notes):
         check_curriculum(name, entry, cfg.block_size, known_metrics)
     if ltd:
         check_random_ltd(ltd, cfg.n_layer, cfg.block_size)
+        ltd = {**ltd, "random_ltd_layer_id": sorted(set(ltd.get("random_ltd_layer_id") or []))}  # []: the default
     return metrics, ltd
 
 

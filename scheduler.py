@@ -68,7 +68,8 @@ class RandomLTDScheduler:
     """
 
     def __init__(self, config):
-        self.min, self.max, self.sc = config["min_value"], config["max_value"], config["schedule_config"]
+        self.config, self.sc = config, config["schedule_config"]
+        self.min, self.max = config["min_value"], config["max_value"]
         self.degree = self.sc["root_degree"] if config.get("schedule_type") == "fixed_root" else 1
 
     def get_value(self, step):

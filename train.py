@@ -5,19 +5,18 @@ Train a GPT with curriculum learning and random-LTD, on one CPU, one GPU, or man
     python train.py --config examples/ds_config_cl_ltd.json   # a DeepSpeed data_efficiency section, unchanged
     torchrun --standalone --nproc_per_node=8 train.py --global_batch_size=128
 
-nanoGPT's train.py with DeepSpeed Data Efficiency (arXiv 2212.03597) wired in: the curriculum sampler
-(sampler.py) and random-LTD (arXiv 2211.11586). One effective-token clock drives the LR and the stop:
+nanoGPT's train.py with DeepSpeed Data Efficiency (arXiv 2212.03597) wired in: the curriculum sampler and
+random-LTD (arXiv 2211.11586). One effective-token clock drives the learning rate and the stop: a step of
+B rows of length s (the curriculum's), kept length r, n of L layers dropping, spends
 
-    layer_tokens(step) = B * (s * (L - n) + min(r, s) * n),  effective tokens = layer_tokens / L
-
-with B rows of length s (the curriculum length), r the LTD kept length, n of L layers dropping.
+    layer_tokens = B * (s * (L - n) + min(r, s) * n),  effective tokens = layer_tokens / L
 
 But:
 - batches come from a seeded, rank-sharded sampler without replacement, not nanoGPT's random offsets;
-- checkpoints also hold the sampler, every rank's RNG states and the clock (checkpoint.py), and
-  --resume continues bit-exactly on CPU; SIGTERM and Ctrl-C stop at a step boundary with one (launch.py);
-- LR warmup and decay follow effective tokens (DeepSpeed's LayerToken LR schedule, which raises
-  "not implemented" there, works here), and the decay ends where the run's budget ends.
+- checkpoints also hold the sampler, every rank's RNG states and the clock (checkpoint.py); --resume
+  continues bit-exactly on CPU; SIGTERM and Ctrl-C stop at a step boundary with one (launch.py);
+- LR warmup and decay follow effective tokens (DeepSpeed's LayerToken LR schedule raises "not
+  implemented"), and the decay ends where the run's budget ends.
 """
 
 import sys
@@ -32,7 +31,7 @@ import math
 import os
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -60,6 +59,7 @@ class Run:
     world_size: int
     device: str  # cpu or cuda:N
     dtype: str  # float32, bfloat16 or float16, resolved for the device
+    ctx: object  # autocast to dtype, or nullcontext for float32
     model: torch.nn.Module  # what runs the step: raw_model, compiled and/or wrapped in DDP
     raw_model: GPT
     optimizer: torch.optim.Optimizer
@@ -70,7 +70,6 @@ class Run:
     val_data: data.SampleWindows
     eval_ids: np.ndarray  # the fixed val windows every evaluation uses, the same for any batch or world size
     lr_tokens: tuple  # (tokens of one dense step, warmup end, decay end), in effective tokens
-    settings: dict  # what a resume must match
 
 
 # -----------------------------------------------------------------------------
@@ -84,8 +83,8 @@ def load_data(cfg, G, rank, local_rank, world_size, ddp, notes):
     data_dir = data.corpus_dir(cfg.data_dir, prepare_default=False)
     train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
     names, index_dir = [n for n in metrics if n not in SEQLEN_METRICS], os.path.join(data_dir, "index")
-    build = lambda: analyzer.ensure_index(train_data.path, cfg.block_size, names, index_dir)  # noqa: E731
-    launch.on_each_filesystem(build if names else lambda: None, rank, local_rank, ddp)
+    launch.on_each_filesystem(lambda: analyzer.ensure_index(train_data.path, cfg.block_size, names, index_dir), rank,
+                              local_rank, ddp)  # an empty list of names builds nothing
     index = {n: analyzer.load_index(index_dir, n) for n in names}
     weights = config.domain_weights(cfg.domain_weights, meta.get("domains", []))
     sampler = CurriculumSampler(train_data, G, metrics, index, cfg.seed, rank, world_size, weights)
@@ -101,7 +100,7 @@ def setup(cfg, ddp, rank, local_rank, world_size, device, notes):
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer, bias=cfg.bias,
                       n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout,
-                      ltd_layers=tuple(sorted(set(ltd["random_ltd_layer_id"] or []))) or None if ltd else None)
+                      ltd_layers=tuple(ltd["random_ltd_layer_id"]) if ltd and ltd["random_ltd_layer_id"] else None)
     raw_model, dtype, device_type = GPT(gconf).to(device), launch.resolve_dtype(cfg.dtype, device), device.split(":")[0]
     torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's seed offset
     ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # so do the kept tokens
@@ -114,13 +113,10 @@ def setup(cfg, ddp, rank, local_rank, world_size, device, notes):
     lr_tokens = (G * cfg.block_size, cfg.warmup_iters * G * cfg.block_size,
                  decay_horizon(cfg, sampler, ltd_sched, len(raw_model.ltd_layers)))
     n_eval = min(cfg.eval_samples, len(val_data))
-    settings = {"corpus": data.fingerprint(os.path.dirname(train_data.path)), "model": asdict(gconf), "seed": cfg.seed,
-                "global_batch_size": G, "curricula": {n: c.config for n, c in sampler.schedules.items()},
-                "random_ltd": ltd, "domain_weights": cfg.domain_weights, "lr_schedule": [cfg.learning_rate,
-                cfg.min_lr, *lr_tokens[1:]], "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
     scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
-    return Run(cfg, ddp, rank, world_size, device, dtype, model, raw_model, optimizer, scaler, sampler, ltd_sched,
-               ltd_gen, val_data, np.arange(n_eval) * (len(val_data) // n_eval), lr_tokens, settings), meta
+    ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=getattr(torch, dtype))
+    return Run(cfg, ddp, rank, world_size, device, dtype, ctx, model, raw_model, optimizer, scaler, sampler, ltd_sched,
+               ltd_gen, val_data, np.arange(n_eval) * (len(val_data) // n_eval), lr_tokens), meta
 
 
 # -----------------------------------------------------------------------------
@@ -182,11 +178,6 @@ def estimate_loss(model, val_data, eval_ids, batch_size, ctx=nullcontext()):
     return (total[0] / total[1]).item()
 
 
-def autocast(run):
-    return nullcontext() if run.dtype == "float32" else torch.autocast(run.device.split(":")[0],
-                                                                        dtype=getattr(torch, run.dtype))
-
-
 def train_step(run, lr, step):
     """One optimizer step on this rank's rows of the global batch -> (mean loss on the device, global rows, s, r)."""
     for g in run.optimizer.param_groups:
@@ -201,7 +192,7 @@ def train_step(run, lr, step):
     for k, micro in enumerate(batch.chunk(accum)):
         ltd_idx = run.raw_model.sample_ltd_indices(micro.size(0), s, r, run.ltd_gen)  # outside torch.compile
         with run.model.no_sync() if run.ddp and k < accum - 1 else nullcontext():  # all-reduce on the last only
-            with autocast(run):
+            with run.ctx:
                 _, loss = run.model(micro[:, :-1], micro[:, 1:], ltd_idx=ltd_idx)
                 loss = loss / accum
             run.scaler.scale(loss).backward()
@@ -230,7 +221,7 @@ def train_loop(run, state, signals, ckpt_path):
         n, eff = state["iter_num"], state["layer_tokens"] / L
         done = (cfg.max_iters and n >= cfg.max_iters) or (cfg.max_tokens and eff >= cfg.max_tokens)
         if (n % cfg.eval_interval == 0 and n > start_iter) or done:
-            out["val_loss"] = estimate_loss(run.model, run.val_data, run.eval_ids, cfg.batch_size, autocast(run))
+            out["val_loss"] = estimate_loss(run.model, run.val_data, run.eval_ids, cfg.batch_size, run.ctx)
             out["evals"].append((eff, out["val_loss"]))
             print0(f"step {n}: val loss {out['val_loss']:.4f}, effective tokens {eff:,.0f}")
             if cfg.save_checkpoint and n > 0:
@@ -328,14 +319,14 @@ def main(argv=None):
         sys.exit(1)
     if int(os.environ.get("RANK", 0)):
         return
-    raw, eff, h = out["raw_tokens"], out["effective_tokens"], analyzer.unigram_entropy(out["train_data"].path)
-    print0(f"done: {out['iter_num']} steps in {out['time']:.0f}s, val loss {out['val_loss']:.4f} (unigram entropy of "
-           f"the data {h:.4f}; lower means the model uses context); {raw / out['time']:,.0f} tok/s")
-    if eff < out["dense_tokens"]:  # a technique saved something: where
-        print0(f"tokens: {raw:,} raw ({100 * (1 - raw / max(1, out['dense_tokens'])):.1f}% fewer than dense: seqlen "
-               f"curriculum), {eff:,.0f} effective ({100 * (1 - eff / max(1, raw)):.1f}% fewer than raw: random-LTD)")
+    raw, eff, dense = out["raw_tokens"], out["effective_tokens"], out["dense_tokens"]
+    print(f"done: {out['iter_num']} steps in {out['time']:.0f}s, val loss {out['val_loss']:.4f} (unigram entropy of "
+          f"the data {analyzer.unigram_entropy(out['train_data'].path):.4f}); {raw / out['time']:,.0f} tok/s")
+    if eff < dense:  # a technique saved something: where
+        print(f"tokens: {raw:,} raw ({100 * (1 - raw / dense):.1f}% fewer than dense: seqlen curriculum), {eff:,.0f} "
+              f"effective ({100 * (1 - eff / raw):.1f}% fewer than raw: random-LTD)")
     if cfg.sample_tokens and out["meta"].get("tokenizer") == "bytes":
-        print0("sample:\n" + sample(out["model"], out["val_data"], cfg.sample_tokens, cfg.seed))
+        print("sample:\n" + sample(out["model"], out["val_data"], cfg.sample_tokens, cfg.seed))
 
 
 if __name__ == "__main__":

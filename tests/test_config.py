@@ -85,7 +85,7 @@ def test_fixed_discrete_from_flags():
 def test_ltd_layers_checked_once_and_the_default_left_to_the_model():
     assert data_efficiency(parse_args(["--random_ltd", "--n_layer=6"]), 16, KNOWN, [])[1]["random_ltd_layer_id"] == []
     cfg = parse_args(["--random_ltd", "--n_layer=6", "--ltd_layers=4,2"])
-    assert data_efficiency(cfg, 16, KNOWN, [])[1]["random_ltd_layer_id"] == [4, 2]
+    assert data_efficiency(cfg, 16, KNOWN, [])[1]["random_ltd_layer_id"] == [2, 4]  # sorted, once
     with pytest.raises(ValueError, match="--n_layer=3 or more"):
         data_efficiency(parse_args(["--random_ltd", "--n_layer=2"]), 16, KNOWN, [])
     with pytest.raises(ValueError, match=r"inside 0..3 \(got \[7\]\)"):

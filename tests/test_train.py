@@ -361,7 +361,7 @@ def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, ca
     data.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
     assert "would change the run: corpus" in main_error(capsys, *argv, "--resume", f"--data_dir={other / 'prep'}")
     line = main_error(capsys, *argv[:-1], "--ltd_require_steps=9", "--resume")
-    assert "random_ltd.random_ltd_schedule.schedule_config.require_steps 6 -> 9" in line
+    assert "random_ltd.schedule_config.require_steps 6 -> 9" in line
     assert "lr_schedule" in main_error(capsys, *argv, "--resume", "--lr_decay_iters=5")
     train.main(argv + ["--resume", "--max_iters=4"])  # a longer budget with the same schedules and LR: allowed, and said
     assert "max_iters 2 -> 4" in capsys.readouterr().out
