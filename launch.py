@@ -67,11 +67,11 @@ def init_distributed(device):
     return ddp, rank, local_rank, world_size, device
 
 
-def on_each_filesystem(make, rank, local_rank, ddp):
+def on_each_filesystem(make, rank, local_rank):
     """make() (which builds only what is missing) on rank 0, then on the first rank of every other machine."""
     if rank == 0:
         make()
-    if ddp:
+    if dist.is_initialized():
         dist.barrier()
         if local_rank == 0 and rank != 0:
             make()  # on a filesystem shared with rank 0 it finds everything built
@@ -90,7 +90,7 @@ def resolve_dtype(dtype, device):
 
 @contextlib.contextmanager
 def process(device, ckpt_path):
-    """One process of a run, start to end -> (ddp, rank, local_rank, world_size, device, signals): torchrun's group
+    """One process of a run, start to end -> (rank, local_rank, world_size, device, signals): torchrun's group
     joined and left again, an error given its line while the group is up (error_line), and SIGTERM or SIGINT
     noted in signals["got"] for the loop to stop after its step; a second one stops at once."""
     signals, old, ddp = {"got": None}, {}, False
@@ -105,7 +105,7 @@ def process(device, ckpt_path):
             old[sig] = signal.signal(sig, handler)
     try:
         ddp, rank, local_rank, world_size, device = init_distributed(device)
-        yield ddp, rank, local_rank, world_size, device, signals
+        yield rank, local_rank, world_size, device, signals
     except KeyboardInterrupt:
         raise Stopped(f"interrupted; the last checkpoint is {ckpt_path}, if any was written; continue with --resume")
     except (ValueError, OSError) as e:
@@ -119,10 +119,10 @@ def process(device, ckpt_path):
             dist.destroy_process_group()
 
 
-def stop_requested(signals, ddp, device, agree):
+def stop_requested(signals, device, agree):
     """The signal that asks to stop, if any: at once on one process; under torchrun only at steps where agree is
     true on every rank (the log steps), as the maximum over ranks, so every rank stops after the same step."""
-    if not ddp:
+    if not dist.is_initialized():
         return signals["got"]
     if not agree:
         return None

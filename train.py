@@ -54,7 +54,6 @@ from scheduler import RandomLTDScheduler
 class Run:
     """The parts of a run that stay fixed while it trains; the loop's changing state is the dict `state`."""
     cfg: config.TrainConfig
-    ddp: bool  # under torchrun
     rank: int
     world_size: int
     device: str  # cpu or cuda:N
@@ -76,27 +75,27 @@ class Run:
 # data, model, optimizer: the run's fixed parts
 
 
-def load_data(cfg, G, rank, local_rank, world_size, ddp, notes):
+def load_data(cfg, G, rank, local_rank, world_size, notes):
     """-> (train windows, val windows, meta, sampler, random-LTD settings or None)."""
     metrics, ltd = ds_config.data_efficiency(cfg, G, analyzer.METRICS, notes)
-    launch.on_each_filesystem(lambda: data.corpus_dir(cfg.data_dir), rank, local_rank, ddp)
+    launch.on_each_filesystem(lambda: data.corpus_dir(cfg.data_dir), rank, local_rank)
     data_dir = data.corpus_dir(cfg.data_dir, prepare_default=False)
     train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
     names, index_dir = [n for n in metrics if n not in SEQLEN_METRICS], os.path.join(data_dir, "index")
     launch.on_each_filesystem(lambda: analyzer.ensure_index(train_data.path, cfg.block_size, names, index_dir), rank,
-                              local_rank, ddp)  # an empty list of names builds nothing
+                              local_rank)  # an empty list of names builds nothing
     index = {n: analyzer.load_index(index_dir, n) for n in names}
     weights = config.domain_weights(cfg.domain_weights, meta.get("domains", []))
     sampler = CurriculumSampler(train_data, G, metrics, index, cfg.seed, rank, world_size, weights)
     return train_data, val_data, meta, sampler, ltd
 
 
-def setup(cfg, ddp, rank, local_rank, world_size, device, notes):
+def setup(cfg, rank, local_rank, world_size, device, notes):
     G = cfg.global_batch_size or cfg.batch_size * world_size
     if G % (cfg.batch_size * world_size):
         raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * "
                          f"{world_size}; change --global_batch_size or --batch_size")
-    train_data, val_data, meta, sampler, ltd = load_data(cfg, G, rank, local_rank, world_size, ddp, notes)
+    train_data, val_data, meta, sampler, ltd = load_data(cfg, G, rank, local_rank, world_size, notes)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer, bias=cfg.bias,
                       n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout,
@@ -107,7 +106,7 @@ def setup(cfg, ddp, rank, local_rank, world_size, device, notes):
     optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
     shapes_change = bool(ltd) or sampler.seqlen_name is not None  # s or r follow a schedule
     model = compile_model(raw_model, shapes_change) if cfg.compile else raw_model
-    if ddp:
+    if dist.is_initialized():  # under torchrun
         model = DDP(model, device_ids=[int(device.split(":")[1])] if device != "cpu" else None)
     ltd_sched = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
     lr_tokens = (G * cfg.block_size, cfg.warmup_iters * G * cfg.block_size,
@@ -115,7 +114,7 @@ def setup(cfg, ddp, rank, local_rank, world_size, device, notes):
     n_eval = min(cfg.eval_samples, len(val_data))
     scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
     ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=getattr(torch, dtype))
-    return Run(cfg, ddp, rank, world_size, device, dtype, ctx, model, raw_model, optimizer, scaler, sampler, ltd_sched,
+    return Run(cfg, rank, world_size, device, dtype, ctx, model, raw_model, optimizer, scaler, sampler, ltd_sched,
                ltd_gen, val_data, np.arange(n_eval) * (len(val_data) // n_eval), lr_tokens), meta
 
 
@@ -187,11 +186,11 @@ def train_step(run, lr, step):
     if run.device != "cpu":
         batch = batch.pin_memory().to(run.device, non_blocking=True)
     s, accum = batch.size(1) - 1, run.sampler.G // (run.cfg.batch_size * run.world_size)
-    r = kept_length(run.ltd, step, s)
+    r, ddp = kept_length(run.ltd, step, s), dist.is_initialized()  # under torchrun: model is DDP
     loss_sum = torch.zeros((), device=run.device)  # subtle: no .item() per step, it would make the CPU wait for the GPU
     for k, micro in enumerate(batch.chunk(accum)):
         ltd_idx = run.raw_model.sample_ltd_indices(micro.size(0), s, r, run.ltd_gen)  # outside torch.compile
-        with run.model.no_sync() if run.ddp and k < accum - 1 else nullcontext():  # all-reduce on the last only
+        with run.model.no_sync() if ddp and k < accum - 1 else nullcontext():  # all-reduce on the last only
             with run.ctx:
                 _, loss = run.model(micro[:, :-1], micro[:, 1:], ltd_idx=ltd_idx)
                 loss = loss / accum
@@ -203,7 +202,7 @@ def train_step(run, lr, step):
     run.scaler.step(run.optimizer)
     run.scaler.update()
     run.optimizer.zero_grad(set_to_none=True)
-    if run.ddp:
+    if ddp:
         dist.all_reduce(loss_sum)  # sum over ranks, then the mean
         loss_sum /= run.world_size
     return loss_sum, batch.size(0) * run.world_size, s, r
@@ -226,12 +225,10 @@ def train_loop(run, state, signals, ckpt_path):
             print0(f"step {n}: val loss {out['val_loss']:.4f}, effective tokens {eff:,.0f}")
             if cfg.save_checkpoint and n > 0:
                 checkpoint.save(run, state, ckpt_path)
-        stop = None if done else launch.stop_requested(signals, run.ddp, run.device, n % cfg.log_interval == 0)
-        if stop and n > start_iter:
-            if cfg.save_checkpoint:
-                checkpoint.save(run, state, ckpt_path)
-            saved = ckpt_path if cfg.save_checkpoint else "none (--save_checkpoint=false)"
-            raise launch.Stopped(f"stopped by {stop} at iter {n}; checkpoint: {saved}; continue with --resume")
+        stop = None if done else launch.stop_requested(signals, run.device, n % cfg.log_interval == 0)
+        if stop and n > start_iter:  # subtle: a checkpoint even under --save_checkpoint=false, to go on from
+            checkpoint.save(run, state, ckpt_path)
+            raise launch.Stopped(f"stopped by {stop} at iter {n}; checkpoint: {ckpt_path}; continue with --resume")
         if done:
             break
         lr = get_lr(eff, cfg, run.lr_tokens)
@@ -279,9 +276,9 @@ def train(cfg):
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     t_start, notes, ckpt_path = time.time(), [], os.path.join(cfg.out_dir, "ckpt.pt")
-    with launch.process(cfg.device, ckpt_path) as (ddp, rank, local_rank, world_size, device, signals):
+    with launch.process(cfg.device, ckpt_path) as (rank, local_rank, world_size, device, signals):
         with checkpoint.run_dir(cfg) if rank == 0 else nullcontext():  # one trainer per out_dir
-            run, meta = setup(cfg, ddp, rank, local_rank, world_size, device, notes)
+            run, meta = setup(cfg, rank, local_rank, world_size, device, notes)
             state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0}
             if cfg.resume:
                 state, more = checkpoint.resume(run, ckpt_path)
