@@ -73,7 +73,8 @@ def check_curriculum(name, e, block_size, known):
     """One curriculum_metrics entry, as scheduler.py and sampler.py will read it (its types already checked)."""
     where, kind, seqlen = f"curriculum metric {name}", e.get("difficulty_type"), name in SEQLEN_METRICS
     if name not in known and not seqlen:
-        raise ValueError(f"unknown curriculum metric {name!r}; known: {', '.join(sorted({*known, *SEQLEN_METRICS, *ALIASES}))}")
+        names = ", ".join(sorted({*known, *SEQLEN_METRICS, *ALIASES}))
+        raise ValueError(f"unknown curriculum metric {name!r}; known: {names}")
     need(e, ("min_difficulty", "max_difficulty", "schedule_type"), where)
     lo, hi, schedule, sc = e["min_difficulty"], e["max_difficulty"], e["schedule_type"], e.get("schedule_config", {})
     if schedule not in NEEDS:  # subtle: a "custom" schedule needs a Python callable, which no config holds
@@ -170,21 +171,23 @@ def check_schema(obj, schema, where="the top level"):
 def from_deepspeed(ds, cfg, global_batch_size, notes):
     """A DeepSpeed config dict -> ({name: curriculum entry}, random_ltd or None), checked against the run."""
     check_schema(ds, SCHEMA)
-    for key, ours, flag in (("train_batch_size", global_batch_size, "global_batch_size"),
-                            ("train_micro_batch_size_per_gpu", cfg.batch_size, "batch_size"),
-                            ("total_layer_num", cfg.n_layer, "n_layer")):
-        theirs = ds.get(key, ds.get("data_efficiency", {}).get("data_routing", {}).get("random_ltd", {}).get(key))
-        if theirs is not None and theirs != ours:
-            raise ValueError(f"--config has {key} {theirs} but this run has {ours}; set --{flag}={theirs}")
     de = ds.get("data_efficiency", {})
     sampling, routing = de.get("data_sampling", {}), de.get("data_routing", {})
     cl, r = sampling.get("curriculum_learning", {}), routing.get("random_ltd", {})
-    entries = cl.get("curriculum_metrics", {}) if de.get("enabled") and sampling.get("enabled") and cl.get("enabled") else {}
+    for key, theirs, ours, flag in (("train_batch_size", ds.get("train_batch_size"), global_batch_size,
+                                     "global_batch_size"), ("train_micro_batch_size_per_gpu",
+                                     ds.get("train_micro_batch_size_per_gpu"), cfg.batch_size, "batch_size"),
+                                    ("total_layer_num", r.get("total_layer_num"), cfg.n_layer, "n_layer")):
+        if theirs is not None and theirs != ours:
+            raise ValueError(f"--config has {key} {theirs} but this run has {ours}; set --{flag}={theirs}")
+    ids = r.get("random_ltd_layer_id", [])
+    if len(ids) != r.get("random_ltd_layer_num", len(ids)):
+        raise ValueError(f"--config random_ltd_layer_num {r['random_ltd_layer_num']} != len(random_ltd_layer_id) "
+                         f"{len(ids)}; make them agree")
+    entries = cl.get("curriculum_metrics", {}) if de.get("enabled") and sampling.get("enabled") and cl.get("enabled") \
+        else {}
     if DS_PATHS & (set(cl) | {k for e in entries.values() for k in e}):
         notes.append("DeepSpeed index/cluster paths in --config are ignored; this run uses analyzer.py's index")
-    if len(r.get("random_ltd_layer_id", [])) != r.get("random_ltd_layer_num", len(r.get("random_ltd_layer_id", []))):
-        raise ValueError(f"--config random_ltd_layer_num {r['random_ltd_layer_num']} != len(random_ltd_layer_id) "
-                         f"{len(r['random_ltd_layer_id'])}; make them agree")
     metrics = {name: {k: v for k, v in e.items() if k not in DS_ONLY} for name, e in entries.items()}
     on = de.get("enabled") and routing.get("enabled") and r.get("enabled")
     return metrics, {k: v for k, v in r.items() if k.startswith("random_ltd_")} if on else None

@@ -1,4 +1,14 @@
-"""Random-LTD on a CUDA GPU (skipped without one): dense-equality in bf16, compiled vs eager, causality, gradients."""
+"""The GPU acceptance test (skipped without CUDA): `python -m pytest -q tests/test_cuda.py` on any GPU machine.
+
+Random-LTD's kernels on CUDA (dense equality in bf16, compiled vs eager, causality, gradients), then train.py
+and reproduce.py as users run them, on the default device: the defaults, compiled random-LTD with a sequence
+length curriculum, a resume that continues bit-exactly, and the smallest reproduction grid.
+"""
+
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -8,6 +18,7 @@ from model import compile_count, compile_model
 from test_random_ltd import assert_matches_reference, batch, grads, tiny
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def cuda_model(n_layer=4, T=64, n_embd=64):
@@ -69,3 +80,60 @@ def test_compiled_equals_eager_on_cuda_and_compiles_once_per_mode():
         for g1, g2 in zip(eager, grads(model)):
             assert torch.allclose(g1, g2, atol=1e-4, rtol=1e-3)
     assert compile_count() == 2 and sum(counters["graph_break"].values()) == 0  # one bf16 graph, one fp32 graph
+
+
+# -----------------------------------------------------------------------------
+# the GPU acceptance test: train.py and reproduce.py as users run them, on the default device
+
+
+def run(*args, env=None):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+
+
+def test_train_py_on_its_defaults_starts_on_cuda_0(tmp_path):
+    r = run("train.py", "--max_iters=20", "--eval_interval=20", "--log_interval=10", f"--out_dir={tmp_path}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "on cuda:0 (bfloat16)" in r.stdout and "done: 20 steps" in r.stdout, r.stdout[-2000:]
+
+
+def test_compiled_random_ltd_and_seqlen_curriculum_on_cuda(tmp_path):
+    r = run("train.py", "--max_iters=30", "--eval_interval=15", "--log_interval=10", "--compile", "--random_ltd",
+            "--seqlen=truncate", "--seqlen_min=32", "--sample_tokens=0", f"--out_dir={tmp_path}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    n = int(r.stdout.split("torch.compile: ")[1].split()[0])
+    assert 1 <= n <= 4 and "done: 30 steps" in r.stdout and "keep " in r.stdout, r.stdout[-2000:]
+
+
+RESUME = """
+import json, os, sys
+os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # before CUDA starts: deterministic cuBLAS
+sys.path.insert(0, {root!r})
+import torch, train
+torch.use_deterministic_algorithms(True, warn_only=True)
+args = {args!r}
+def go(out, *extra):
+    return train.train(train.config.parse_args(args + [f"--out_dir={{out}}", *extra]))
+straight = go({tmp!r} + "/s", "--max_iters=8")
+first = go({tmp!r} + "/r", "--max_iters=3")
+second = go({tmp!r} + "/r", "--max_iters=8", "--resume")
+print(json.dumps({{"straight": straight["losses"], "resumed": first["losses"] + second["losses"]}}))
+"""
+
+
+def test_a_resume_on_cuda_continues_bit_exactly(corpus, tmp_path):
+    args = [f"--data_dir={corpus}", "--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_embd=32",
+            "--eval_interval=100", "--lr_decay_iters=8", "--sample_tokens=0", "--dropout=0.1", "--random_ltd",
+            "--ltd_min=4", "--ltd_seq_per_step=4", "--ltd_require_steps=6"]
+    r = run("-c", RESUME.format(root=ROOT, args=args, tmp=str(tmp_path)))
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["resumed"] == got["straight"]  # dropout and kept tokens from restored CUDA generators
+
+
+def test_the_smallest_reproduce_grid_on_cuda(corpus, tmp_path, monkeypatch, capsys):
+    import reproduce
+    from test_reproduce import TINY
+
+    monkeypatch.setitem(reproduce.SIZES, "tiny", TINY)
+    results = reproduce.main(["--size=tiny", f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--seeds=5"])
+    assert len(results) == 8 and "on cuda:0" in capsys.readouterr().out
