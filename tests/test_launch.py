@@ -53,6 +53,18 @@ def test_resolve_device_refusals_are_one_line(device, n_gpu, local_world, want):
         launch.resolve_device(device, n_gpu, 0, local_world)
 
 
+@pytest.mark.parametrize("rank, local_rank, calls", [(0, 0, ["make", "barrier", "barrier"]),
+                                                     (2, 0, ["barrier", "make", "barrier"]), (3, 1, ["barrier"] * 2)])
+def test_what_every_rank_needs_is_built_once_per_machine(monkeypatch, rank, local_rank, calls):
+    """Rank 0 builds first; the first rank of another machine builds after it (finding it built on a shared
+    filesystem, building it on its own), while every other rank waits: never all ranks of a machine at once."""
+    seen = []
+    monkeypatch.setattr(launch.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(launch.dist, "barrier", lambda: seen.append("barrier"))
+    launch.on_each_filesystem(lambda: seen.append("make"), rank, local_rank)
+    assert seen == calls
+
+
 def test_a_bad_device_string_is_one_line():
     with pytest.raises(ValueError, match="--device=gpu0 unknown; use auto, cpu, cuda or cuda:N"):
         train.config.parse_args(["--device=gpu0"])

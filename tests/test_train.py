@@ -61,7 +61,8 @@ def record_forward(monkeypatch):
 
 
 def test_cli_smoke_run(corpus, tmp_path):
-    r = run("train.py", *TINY[:-1], f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=4", "--eval_interval=2",
+    r = run("train.py", *TINY[:-1], f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=4",
+            "--eval_interval=2",
             "--sample_tokens=20", "--threads=1")
     assert r.returncode == 0, r.stderr
     assert re.search(r"iter 4: loss \d\.\d{4}, lr \S+, \d+\.\dms\n", r.stdout) and "1 torch threads" in r.stdout
@@ -157,8 +158,9 @@ def torchrun(tmp_path, *args):
 
 @pytest.mark.slow
 def test_torchrun_two_ranks_with_accumulation_match_one_rank(corpus, tmp_path):
-    """2 ranks x 2 accumulation steps x 2 rows = 1 rank x 4 accumulation steps x 2 rows (no_sync once per micro-step)."""
-    args = TINY + [f"--data_dir={corpus}", "--max_iters=4", "--eval_interval=4", "--batch_size=2", "--global_batch_size=8",
+    """2 ranks x 2 accumulation steps x 2 rows = 1 rank x 4 accumulation steps x 2 rows (no_sync once a micro-step)."""
+    args = TINY + [f"--data_dir={corpus}", "--max_iters=4", "--eval_interval=4", "--batch_size=2",
+                   "--global_batch_size=8",
                    "--save_checkpoint=false"]
     ranks, stdout = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
     assert "8 rows/step = 2 x 2 accum x 2 ranks" in stdout
@@ -173,7 +175,8 @@ def test_torchrun_two_ranks_with_accumulation_match_one_rank(corpus, tmp_path):
 
 @pytest.mark.slow
 def test_torchrun_curriculum_ltd_ranks_draw_their_own_tokens(corpus, tmp_path):
-    args = TINY + [f"--data_dir={corpus}", "--max_iters=4", "--eval_interval=4", "--global_batch_size=8", "--save_checkpoint=false",
+    args = TINY + [f"--data_dir={corpus}", "--max_iters=4", "--eval_interval=4", "--global_batch_size=8",
+                   "--save_checkpoint=false",
                    "--dropout=0.1", *CL, *LTD]
     ranks, stdout = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
     for a, b in zip(ranks[0]["seen"], ranks[1]["seen"]):
@@ -193,8 +196,9 @@ def test_token_clock_lr_and_max_tokens_stop(corpus, tmp_path):
     effective tokens per step = 4 * (16*2 + r*2) / 4 = 40, 40, 48, 56 -> cumulative 40, 80, 128, 184:
     --max_tokens=150 stops after 4 steps with 184 effective tokens.
     """
-    out = train.train(cfg_for(corpus, tmp_path, "--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4", "--ltd_require_steps=4",
-                              "--max_iters=0", "--max_tokens=150", "--warmup_iters=1", "--lr_decay_iters=3", "--eval_interval=100"))
+    out = train.train(cfg_for(corpus, tmp_path, "--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4",
+                              "--ltd_require_steps=4", "--max_iters=0", "--max_tokens=150", "--warmup_iters=1",
+                              "--lr_decay_iters=3", "--eval_interval=100"))
     assert out["iter_num"] == 4 and out["effective_tokens"] == 184 and out["raw_tokens"] == 4 * 4 * 16
     step, warm, decay, lr, min_lr = 64, 64, 192, 3e-3, 3e-4  # 1 and 3 dense steps of 4 * 16 tokens
 
@@ -221,17 +225,18 @@ def test_lr_under_max_tokens_without_lr_decay_iters(corpus, tmp_path):
 
 
 def test_lr_decays_to_min_where_a_step_budget_ends(corpus, tmp_path):
-    """A curriculum + random-LTD run bounded by --max_iters ends its cosine where its budget ends, not 8 dense steps later.
+    """A curriculum + random-LTD run bounded by --max_iters ends its cosine where its budget ends, not 8 dense steps
+    later.
 
-    Effective tokens per step 2 * (s + r) (B=4, L=4, two of four layers dropping) with s and r as in the clock test below:
+    Effective tokens per step 2 * (s + r) (B=4, L=4, two of four layers dropping) with s and r as in the clock test:
     24, 24, 40, 40, 48, 56, 64, 64 -> 360 in all, so the decay runs from 128 (warmup) to 360 effective tokens.
     """
     out = train.train(cfg_for(corpus, tmp_path, "--max_iters=8", "--save_checkpoint=false", *CL, *LTD))
     assert out["effective_tokens"] == 360
     before = np.cumsum([0, 24, 24, 40, 40, 48, 56, 64])  # effective tokens before each step
     lr, min_lr = 3e-3, 3e-4
-    want = [lr * (t + 64) / (128 + 64) if t < 128 else min_lr + 0.5 * (1 + math.cos(math.pi * (t - 128) / (360 - 128))) * (lr - min_lr)
-            for t in before]
+    want = [lr * (t + 64) / (128 + 64) if t < 128
+            else min_lr + 0.5 * (1 + math.cos(math.pi * (t - 128) / (360 - 128))) * (lr - min_lr) for t in before]
     assert out["lrs"] == pytest.approx(want, rel=1e-12)
 
 
@@ -267,13 +272,14 @@ def test_ltd_layers_reach_model_and_clock(corpus, tmp_path):
     ds["train_batch_size"] = ds["train_micro_batch_size_per_gpu"] = 4
     ds["data_efficiency"]["data_routing"]["random_ltd"]["random_ltd_schedule"].update(min_value=8, max_value=16)
     (tmp_path / "ds.json").write_text(json.dumps(ds))
-    out = train.train(cfg_for(corpus, tmp_path / "ds", "--max_iters=2", "--save_checkpoint=false", f"--config={tmp_path / 'ds.json'}"))
+    out = train.train(cfg_for(corpus, tmp_path / "ds", "--max_iters=2", "--save_checkpoint=false",
+                              f"--config={tmp_path / 'ds.json'}"))
     assert out["model"].ltd_layers == {2}
     assert out["effective_tokens"] == 2 * 4 * (16 * 3 + 8 * 1) / 4
 
 
 def test_eval_in_the_middle_leaves_the_run_unchanged(corpus, tmp_path):
-    """Evaluating every 2 steps (eval mode, then train mode restored) gives the same run as evaluating only at the end."""
+    """Evaluating every 2 steps (eval mode, then train mode restored) gives the same run as evaluating at the end."""
     every = train.train(cfg_for(corpus, tmp_path / "a", "--max_iters=6", "--eval_interval=2", "--dropout=0.2", *LTD))
     end = train.train(cfg_for(corpus, tmp_path / "b", "--max_iters=6", "--eval_interval=100", "--dropout=0.2", *LTD))
     assert len(every["evals"]) == 3 and len(end["evals"]) == 1
@@ -296,7 +302,8 @@ def test_curriculum_admits_only_easy_samples(corpus, tmp_path, monkeypatch):
     seen, orig = [], sampler.CurriculumSampler.global_ids
     monkeypatch.setattr(sampler.CurriculumSampler, "global_ids", lambda self: seen.append(orig(self)) or seen[-1])
     train.train(cfg_for(corpus, tmp_path, "--max_iters=6", "--eval_interval=100", *CL[:5]))
-    index = analyzer.ensure_index(os.path.join(corpus, "train.bin"), 16, ["vocab_rarity"], os.path.join(corpus, "index"), verbose=False)
+    index = analyzer.ensure_index(os.path.join(corpus, "train.bin"), 16, ["vocab_rarity"],
+                                  os.path.join(corpus, "index"), verbose=False)
     order = np.asarray(index["vocab_rarity"]["index_to_sample"])
     n = len(order)
     for step, ids in enumerate(seen):
@@ -323,14 +330,16 @@ def test_log_lines_are_nanogpts_plus_what_is_on_and_the_summary_splits_the_savin
     argv = TINY + [f"--data_dir={corpus}", "--max_iters=8", "--log_interval=2", "--save_checkpoint=false"]
     train.main(argv + [f"--out_dir={tmp_path / 'dense'}"])
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("iter ")]
-    assert len(lines) == 4 and all(re.fullmatch(r"iter \d+: loss \d\.\d{4}, lr \d\.\d\de-\d\d, \d+\.\dms", x) for x in lines)
+    nanogpt = r"iter \d+: loss \d\.\d{4}, lr \d\.\d\de-\d\d, \d+\.\dms"
+    assert len(lines) == 4 and all(re.fullmatch(nanogpt, x) for x in lines)
     train.main(argv + [f"--out_dir={tmp_path / 'cl'}", *CL, *LTD])
     out = capsys.readouterr().out
     summary = out.split("curriculum vocab_rarity (percentile): ")[1].split("\n")[0]
     at = dict(item.split(": ") for item in summary.split(", "))
     for n in (2, 4, 6, 8):
         if f"iter {n}" in at:
-            assert f"iter {n}: loss" in out and f"vocab_rarity {at[f'iter {n}']}," in out.split(f"iter {n}: loss")[1].split("\n")[0]
+            line = out.split(f"iter {n}: loss")[1].split("\n")[0]
+            assert f"vocab_rarity {at[f'iter {n}']}," in line
     line = out.split("iter 8: loss")[1].split("\n")[0]
     raw, eff = 4 * sum([8, 8, 12, 12, 12, 16, 16, 16]), 360  # as the clock tests count them
     assert line.endswith(f", seqlen 16, keep 16, {100 * (1 - eff / (8 * 64)):.1f}% fewer effective tokens")
@@ -353,7 +362,8 @@ def test_refuses_to_overwrite_a_checkpoint(corpus, tmp_path, capsys):
 
 
 def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, capsys):
-    argv = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--eval_interval=2", "--lr_decay_iters=4", *LTD]
+    argv = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--eval_interval=2",
+                   "--lr_decay_iters=4", *LTD]
     train.main(argv)
     other = tmp_path / "other"
     os.makedirs(other)
@@ -363,10 +373,11 @@ def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, ca
     line = main_error(capsys, *argv[:-1], "--ltd_require_steps=9", "--resume")
     assert "random_ltd.schedule_config.require_steps 6 -> 9" in line
     assert "lr_schedule" in main_error(capsys, *argv, "--resume", "--lr_decay_iters=5")
-    train.main(argv + ["--resume", "--max_iters=4"])  # a longer budget with the same schedules and LR: allowed, and said
+    train.main(argv + ["--resume", "--max_iters=4"])  # a longer budget, the same schedules and LR: allowed, said
     assert "max_iters 2 -> 4" in capsys.readouterr().out
     # without explicit schedule lengths, the budget sets them: then a new budget changes the run and is refused
-    plain = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'plain'}", "--max_iters=2", "--eval_interval=2", "--random_ltd",
+    plain = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'plain'}", "--max_iters=2", "--eval_interval=2",
+                    "--random_ltd",
              "--ltd_seq_per_step=4"]
     train.main(plain)
     line = main_error(capsys, *plain, "--resume", "--max_iters=30")
@@ -374,11 +385,13 @@ def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, ca
 
 
 def test_random_ltd_needs_a_middle_layer(corpus, tmp_path, capsys):
-    assert "--n_layer=3 or more" in main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--n_layer=2", *LTD)
+    line = main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--n_layer=2", *LTD)
+    assert "--n_layer=3 or more" in line
 
 
 def test_float16_on_cpu_is_refused(corpus, tmp_path, capsys):
-    assert "float16 is for CUDA" in main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--dtype=float16")
+    line = main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--dtype=float16")
+    assert "float16 is for CUDA" in line
 
 
 def test_token_ids_above_the_vocabulary(tmp_path, capsys):
@@ -399,12 +412,13 @@ def test_disk_full_while_checkpointing(corpus, tmp_path, capsys, monkeypatch):
 
 def test_compile_with_curricula_and_ltd_compiles_a_bounded_number_of_graphs(corpus, tmp_path, monkeypatch, capsys):
     """--compile while s and r change on their schedules: no graph break, 3 graphs (train LTD, eval, train dense),
-    the compilation count printed, and the same losses as eager (dynamo's eager backend: guards and graphs, no codegen)."""
+    the compilation count printed, and the same losses as eager (dynamo's eager backend: guards, graphs, no codegen)."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
     counters.clear()
-    monkeypatch.setattr(train, "compile_model", lambda m, shapes_change: model.compile_model(m, shapes_change, backend="eager"))
+    monkeypatch.setattr(train, "compile_model",
+                        lambda m, shapes_change: model.compile_model(m, shapes_change, backend="eager"))
     args = ["--max_iters=8", "--eval_interval=3", "--save_checkpoint=false", *CL, *LTD]
     compiled = train.train(cfg_for(corpus, tmp_path / "c", "--compile", *args))
     assert "torch.compile: 3 compilations" in capsys.readouterr().out
