@@ -3,29 +3,25 @@ Benchmarks that print ratios measured side by side in one run, as tables (`pytho
 
     python bench.py analyzer   # our analyzer vs DeepSpeed's DataAnalyzer (when importable)
     python bench.py sampler    # our sampler vs DeepSpeed's DeepSpeedDataSampler (when importable)
-    python bench.py ltd        # random-LTD step time vs the FLOP ratio (efficiency), eager and compiled
+    python bench.py ltd        # random-LTD step time vs the FLOP ratio (efficiency); on a GPU, GPT-2 small:
+        --n_embd=768 --n_head=12 --block_size=1024 --batch_size=16 --vocab_size=50304 --modes=eager,compiled
     python bench.py dense      # our dense training step vs nanoGPT's model (--nanogpt=path/to/model.py)
-    python bench.py prepare    # data.py's peak memory and MB/s at 30 MB, 300 MB and 1 GB of text
 
-Each timing table states device, torch version and threads, and prints the median (min-max) of rounds run
-interleaved (ours, theirs, ours, ...) after warm-up ones, so that drift in machine load hits every case alike.
+Each table states device, torch version and threads, and prints the median (min-max) of rounds run interleaved
+(ours, theirs, ours, ...) after warm-up ones, so that drift in machine load hits every case alike.
 Without DeepSpeed, only our rows. Speed targets live here, never in timed test assertions.
 """
 
-import argparse
-import importlib.util
-import itertools
 import json
 import os
+import runpy
 import shutil
 import statistics
-import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from contextlib import nullcontext
-from dataclasses import make_dataclass, replace
+from dataclasses import make_dataclass
 
 import numpy as np
 import torch
@@ -44,36 +40,30 @@ ROUNDS = "timed rounds each, interleaved, after warm-up ones"
 
 
 # --- shared: options, device, interleaved rounds, tables, DeepSpeed ---------------------------------------------------
-
 def options(what, argv, **fields):
-    """`bench.py what`'s options from name=(default, help): a dataclass read by config.parse, as every script's
-    command line (typed as the default, --help, one-line ValueError); pins torch's intra-op threads."""
+    """`bench.py what`'s options from name=(default, help), read by config.parse; pins torch's intra-op threads."""
     cls = make_dataclass(f"{what}_options", [(name, type(d), config.opt(d, h)) for name, (d, h) in fields.items()])
     a = config.parse(cls, argv, f"bench.py {what}")
-    if "threads" in fields:
-        torch.set_num_threads(a.threads)
+    torch.set_num_threads(a.threads)
     return a
 
 
 def on_device(name):
-    """--device -> (device, autocast, sync before a clock read, label); the device is launch.py's resolve_device's,
-    cpu or cuda:N, always with an index. bf16 autocast on CUDA, plain fp32 on CPU."""
-    device = resolve_device(name, torch.cuda.device_count())
+    """--device -> (device, autocast, sync before a clock read, label): bf16 autocast on CUDA, fp32 on CPU."""
+    device = resolve_device(name, torch.cuda.device_count())  # cpu or cuda:N, always with an index
     if device == "cpu":
         return device, nullcontext(), lambda: None, "cpu fp32"
     return (device, torch.autocast("cuda", dtype=torch.bfloat16), lambda: torch.cuda.synchronize(device),
             f"{torch.cuda.get_device_name(device)} bf16")
 
 
-def stated(where, threads, rounds, warmup):
-    """The end of each timing table's first line: device, torch version, threads, and what its numbers are."""
+def stated(where, threads, rounds, warmup):  # the end of each table's title
     return f"{where}, torch {torch.__version__}, {threads} thread(s); median (min-max) of {rounds} " \
            f"interleaved rounds after {warmup} warm-up"
 
 
 def interleaved(cases, rounds, warmup=1, sync=lambda: None):
-    """{name: fn} -> {name: [seconds of each round]}, rounds interleaved (a, b, a, b, ...) after `warmup` untimed
-    ones; `sync` before each clock read."""
+    """{name: fn} -> {name: [seconds of each timed round]}: a, b, a, b, ... with `sync` before each clock read."""
     times = {name: [] for name in cases}
     for i in range(warmup + rounds):
         for name, fn in cases.items():
@@ -87,17 +77,16 @@ def interleaved(cases, rounds, warmup=1, sync=lambda: None):
 
 
 def med_range(ts, scale=1.0):
-    """'median (min-max)' of a list of timings, each multiplied by scale."""
     return f"{statistics.median(ts) * scale:.4g} ({min(ts) * scale:.4g}-{max(ts) * scale:.4g})"
 
 
 def row(widths, *cells):
-    """Print one table line, a cell per width: right-aligned, or left-aligned where the width is negative (%-34s)."""
+    """One table line: a cell per width, right-aligned, or left-aligned where the width is negative."""
     print(" ".join(f"{c:<{-w}}" if w < 0 else f"{c:>{w}}" for c, w in zip(cells, widths)))
 
 
 def table(times, scale, unit, work, work_unit):
-    """A row per case, ours first: time (median (min-max) of rounds, times scale), work per second, time / ours."""
+    """A row per case, ours first: time (times scale), work per second, time / ours."""
     W, ours = (-34, 28, 16, 12), statistics.median(next(iter(times.values())))
     row(W, "", unit, f"{work_unit}/s", "time / ours")
     for name, ts in times.items():
@@ -108,13 +97,11 @@ def table(times, scale, unit, work, work_unit):
 def deepspeed_init(port):
     """Import DeepSpeed and start the one-process Gloo group its data pipeline needs; None if not installed."""
     try:
-        import deepspeed
-        import deepspeed.comm.torch
+        import deepspeed.comm.torch  # binds deepspeed too
     except ImportError as e:
         print(f"DeepSpeed is not importable ({e.__class__.__name__}: {e}): only our rows are printed")
         return None
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
-    for k, v in env.items():
+    for k, v in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", LOCAL_RANK="0", WORLD_SIZE="1").items():
         os.environ.setdefault(k, v)
     deepspeed.comm.torch.build_shm_op = lambda: None  # its CPU shared-memory op crashes here; plain Gloo is enough
     deepspeed.init_distributed(dist_backend="gloo")  # DataAnalyzer and DeepSpeedDataSampler synchronize with barriers
@@ -122,9 +109,8 @@ def deepspeed_init(port):
 
 
 # --- analyzer: ours vs DeepSpeed's DataAnalyzer ----------------------------------------------------------------------
-
-def deepspeed_analyzer(bin_path, T, n, num_workers):
-    """-> run(out): vocab_rarity of bin_path's first n samples by DeepSpeed's DataAnalyzer, in two passes as
+def deepspeed_analyzer(bin_path, T, num_workers, out):
+    """vocab_rarity of every sample of bin_path by DeepSpeed's DataAnalyzer, into out, in two passes as
     Megatron-DeepSpeed's analyze_data (count tokens, then score samples). It gets what a tuned user would give it:
     each batch of 1000 samples as one (B, T+1) tensor, not 1000 single samples for its DataLoader to collate."""
     from deepspeed.runtime.data_pipeline.data_sampling.data_analyzer import DataAnalyzer
@@ -135,65 +121,49 @@ def deepspeed_analyzer(bin_path, T, n, num_workers):
 
     class Batches(torch.utils.data.Dataset):
         def __len__(self):
-            return n
+            return len(windows)
 
         def __getitems__(self, ids):  # its DataLoader asks for batch_size consecutive ids at a time
             assert ids[-1] - ids[0] == len(ids) - 1
             return torch.from_numpy(windows.get_range(ids[0], ids[-1] + 1))  # (B, T+1) int64, one read
 
-    def run(out):
-        kw = dict(batch_size=1000, num_threads=num_workers, num_threads_reduce=num_workers, collate_fn=lambda b: b,
-                  metric_dtypes=[torch.int64], save_path=out)
-        DataAnalyzer(Batches(), metric_names=["total_vocab_freq"], metric_types=["accumulate_value_over_samples"],
-                     metric_functions=[lambda b: torch.bincount(b.flatten(), minlength=V)], **kw).run_map_reduce()
-        freq = MMapIndexedDataset(f"{out}/total_vocab_freq/total_vocab_freq_metric_value", skip_warmup=True)
-        counts = np.maximum(np.array(freq[0], dtype=np.float64), 1)  # subtle: copy while the mmap is open
-        neg_log_p = torch.from_numpy(-np.log(counts / counts.sum()))
-        DataAnalyzer(Batches(), metric_names=["vocab_rarity"], metric_types=["single_value_per_sample"],
-                     metric_functions=[lambda b: neg_log_p[b].sum(1).to(torch.int64)], **kw).run_map_reduce()
-
-    return run
+    kw = dict(batch_size=1000, num_threads=num_workers, num_threads_reduce=num_workers, collate_fn=lambda b: b,
+              metric_dtypes=[torch.int64], save_path=out)
+    DataAnalyzer(Batches(), metric_names=["total_vocab_freq"], metric_types=["accumulate_value_over_samples"],
+                 metric_functions=[lambda b: torch.bincount(b.flatten(), minlength=V)], **kw).run_map_reduce()
+    freq = MMapIndexedDataset(f"{out}/total_vocab_freq/total_vocab_freq_metric_value", skip_warmup=True)
+    counts = np.maximum(np.array(freq[0], dtype=np.float64), 1)  # subtle: copy while the mmap is open
+    neg_log_p = torch.from_numpy(-np.log(counts / counts.sum()))
+    DataAnalyzer(Batches(), metric_names=["vocab_rarity"], metric_types=["single_value_per_sample"],
+                 metric_functions=[lambda b: neg_log_p[b].sum(1).to(torch.int64)], **kw).run_map_reduce()
 
 
 def bench_analyzer(args):
     """Seconds to score and sort the same first num_samples samples: ours, and DeepSpeed's when importable."""
     a = options("analyzer", args, data_dir=("", 'a prepared corpus; "" = the standard library'),
-                block_size=(128, "T; the README quotes 128 and 1024"),
-                num_samples=(50000, "analyze the first this many samples"),
+                block_size=(128, "T"), num_samples=(50000, "analyze the first this many samples"),
                 num_workers=(1, "our worker processes, and DeepSpeed's num_threads"), threads=THREADS,
                 rounds=(5, ROUNDS))
-    data_dir = data.corpus_dir(a.data_dir)
-    T, src = a.block_size, data.SampleWindows(os.path.join(data_dir, "train.bin"), a.block_size)
-    n, work = min(a.num_samples, len(src)), tempfile.mkdtemp(prefix="bench_analyzer_")
-    bin_path = os.path.join(work, "train.bin")  # the same first n samples, for both analyzers
-    np.asarray(src.data[: n * T + 1]).tofile(bin_path)
+    data_dir, T, work = data.corpus_dir(a.data_dir), a.block_size, tempfile.mkdtemp(prefix="bench_analyzer_")
+    src = data.SampleWindows(os.path.join(data_dir, "train.bin"), T)
+    n, bin_path = min(a.num_samples, len(src)), os.path.join(work, "train.bin")
+    np.asarray(src.data[: n * T + 1]).tofile(bin_path)  # the same first n samples, for both analyzers
     shutil.copy(os.path.join(data_dir, "meta.json"), work)
-    runs = {"ours": itertools.count(), "ds": itertools.count()}  # a fresh output directory every round
-    cases = {"ours: counts, rarity, sort": lambda: analyzer.build_index(
-        bin_path, T, ["vocab_rarity"], f"{work}/ours{next(runs['ours'])}", a.num_workers, verbose=False)}
+    cases = {"ours: counts, rarity, sort": lambda: analyzer.build_index(  # each round into a fresh directory
+        bin_path, T, ["vocab_rarity"], tempfile.mkdtemp(dir=work), a.num_workers, verbose=False)}
     if deepspeed_init(29533):
-        ds_run = deepspeed_analyzer(bin_path, T, n, a.num_workers)
-        cases["DeepSpeed DataAnalyzer, 2 passes"] = lambda: ds_run(f"{work}/ds{next(runs['ds'])}")
+        cases["DeepSpeed DataAnalyzer, 2 passes"] = lambda: deepspeed_analyzer(bin_path, T, a.num_workers,
+                                                                               tempfile.mkdtemp(dir=work))
     times = interleaved(cases, a.rounds)
     print(f"analyzer: vocab_rarity of {n:,} samples of {T}+1 tokens, {a.num_workers} worker(s), "
           + stated("cpu", a.threads, a.rounds, 1))
     table(times, 1, "seconds", n * (T + 1), "tokens")
-    if len(cases) > 1:  # the same metric? DeepSpeed stores it as an int
-        from deepspeed.runtime.data_pipeline.data_sampling.indexed_dataset import MMapIndexedDataset
-
-        ours = analyzer.load_index(f"{work}/ours0", "vocab_rarity")["sample_to_metric"]
-        ds = MMapIndexedDataset(f"{work}/ds0/vocab_rarity/vocab_rarity_sample_to_metric", skip_warmup=True)
-        ds = np.array([ds[i][0] for i in range(n)])
-        print(f"same metric: {100 * np.mean(ds == ours.astype(np.int64)):.2f}% of DeepSpeed's int values equal "
-              f"int(ours), all within {np.abs(ds - ours).max():.2f} (its pass 1 counts windows' shared tokens twice)")
     shutil.rmtree(work)
 
 
 # --- sampler: ours vs DeepSpeedDataSampler ---------------------------------------------------------------------------
-
 def our_sampler(N, G, entry, index_to_sample):
-    """-> a zero-argument callable that draws our sampler's next global batch of ids under one percentile
-    curriculum (`entry`, a DeepSpeed curriculum_metrics entry) over the sorted ids, with DeepSpeed's rounding."""
+    """-> next global batch of ids, drawn by our sampler under one DeepSpeed curriculum_metrics `entry`."""
     ids = type("Ids", (), {"__len__": lambda self: N, "block_size": 1})()  # ids only: no tokens are read
     index = {"m": {"index_to_sample": index_to_sample, "index_to_metric": None}}
     return CurriculumSampler(ids, G, {"m": entry}, index).global_ids
@@ -216,8 +186,7 @@ def deepspeed_sampler(deepspeed, entry, index_to_sample, work, N, G):
 
 
 def bench_sampler(args):
-    """ms per global batch on one percentile index of a random metric: a steady pool (percentile 50), and a pool
-    growing by N/100 ids per step."""
+    """ms per global batch on one percentile index of a random metric: a steady pool, and one growing each step."""
     a = options("sampler", args, num_samples=(1_000_000, "N, samples in the index"),
                 global_batch_size=(512, "ids per global batch"), steps=(200, "batches per round in the steady case"),
                 threads=THREADS, rounds=(6, ROUNDS))
@@ -242,24 +211,15 @@ def bench_sampler(args):
 
 
 # --- random-LTD: step time vs FLOPs ----------------------------------------------------------------------------------
-
-LTD_DEFAULTS = {  # what the options left at 0 (or "") mean on each kind of device
-    "cuda": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, batch_size=16, vocab_size=50304,
-                 modes="eager,compiled"),  # GPT-2 small, in bf16
-    "cpu": dict(n_layer=12, n_head=6, n_embd=384, block_size=512, batch_size=4, vocab_size=257, modes="eager"),
-}
-
-
 def bench_ltd(args):
     """Training-step time (forward + backward) with random-LTD at several kept ratios vs the FLOPs it saves:
     efficiency = (1 - t_ltd / t_dense) / (1 - flops_ltd / flops_dense), 1.0 when the wall clock falls exactly as
     much as the counted FLOPs (the paper: about 0.77 on GPUs). Returns {r: (time ratio, FLOP ratio)}, first mode."""
-    by_device = {k: (type(v)(), f"{type(v)()!r} = {LTD_DEFAULTS['cuda'][k]} on CUDA, {v} on CPU")
-                 for k, v in LTD_DEFAULTS["cpu"].items()}  # shapes and modes (eager and/or compiled)
-    a = options("ltd", args, **by_device, ratios=("0.75,0.5,0.25", "kept ratios r/T to measure"),
+    a = options("ltd", args, n_layer=(12, "transformer blocks"), n_head=(6, "attention heads"),
+                n_embd=(384, "residual width"), block_size=(512, "T"), batch_size=(4, "B"), vocab_size=(257, "V"),
+                modes=("eager", "eager and/or compiled"), ratios=("0.75,0.5,0.25", "kept ratios r/T to measure"),
                 iters=(6, ROUNDS), threads=THREADS, device=DEVICE)
     device, ctx, sync, where = on_device(a.device)
-    a = replace(a, **{k: getattr(a, k) or v for k, v in LTD_DEFAULTS[device.split(":")[0]].items()})
     torch.manual_seed(0)
     T, B = a.block_size, a.batch_size
     model = GPT(GPTConfig(block_size=T, vocab_size=a.vocab_size, n_layer=a.n_layer, n_head=a.n_head,
@@ -293,32 +253,25 @@ def bench_ltd(args):
         tr, fr = med[m, k] / med[m, T], flops[k] / flops[T]
         eff = (1 - tr) / (1 - fr) if k < T else float("nan")
         row(W, m, f"{k / T:.2f}", k, med_range(times[m, k], 1000), f"{tr:.3f}", f"{fr:.3f}", f"{eff:.2f}")
-    for m in modes:
-        print(f"{m}: dense step {flops[T] / med[m, T] / 1e12:.2f} TFLOP/s achieved (counted matmul + attention FLOPs)")
     first = next(iter(modes))
     return {k: (med[first, k] / med[first, T], flops[k] / flops[T]) for k in keeps}  # r -> (time ratio, FLOP ratio)
 
 
 # --- dense training step: ours vs nanoGPT's model at the same config ------------------------------------------------
-
 def bench_dense(args):
-    """A full training step (forward, backward, clip, AdamW) of our GPT and, given its model.py, nanoGPT's: same
-    config, same batches, same optimizer settings. Returns {name: median seconds}."""
+    """A training step (forward, backward, clip, AdamW) of our GPT and nanoGPT's alike: {name: median seconds}."""
     a = options("dense", args, nanogpt=("", "path to karpathy/nanoGPT's model.py (not shipped here)"),
                 n_layer=(4, "transformer blocks"), n_head=(4, "attention heads"), n_embd=(128, "residual width"),
                 block_size=(128, "T"), batch_size=(16, "B"), iters=(30, ROUNDS), threads=THREADS, device=DEVICE)
     device, ctx, sync, where = on_device(a.device)
     classes = {"ours (model.py)": (GPT, GPTConfig)}
     if a.nanogpt:
-        spec = importlib.util.spec_from_file_location("nanogpt_model", a.nanogpt)
-        ref = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(ref)
-        classes["nanoGPT (--nanogpt)"] = (ref.GPT, ref.GPTConfig)
-    gen = torch.Generator(device=device).manual_seed(0)
-    xs = torch.randint(0, 257, (4, a.batch_size, a.block_size + 1), generator=gen, device=device)  # (4, B, T+1)
-    batches = [(b[:, :-1].contiguous(), b[:, 1:].contiguous()) for b in xs]  # as nanoGPT's get_batch makes them
+        ref = runpy.run_path(a.nanogpt)  # the module's globals
+        classes["nanoGPT (--nanogpt)"] = (ref["GPT"], ref["GPTConfig"])
+    x = torch.randint(0, 257, (a.batch_size, a.block_size + 1), generator=torch.Generator().manual_seed(0))
+    xy = x[:, :-1].contiguous().to(device), x[:, 1:].contiguous().to(device)  # as nanoGPT's get_batch makes them
 
-    def step(model, opt, xy):
+    def step(model, opt):
         with ctx:
             _, loss = model(*xy)
         loss.backward()
@@ -326,12 +279,12 @@ def bench_dense(args):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    cases = {}  # each model cycles through the same 4 batches
+    cases = {}
     for name, (Model, Config) in classes.items():
         model = Model(Config(block_size=a.block_size, vocab_size=257, n_layer=a.n_layer, n_head=a.n_head,
                              n_embd=a.n_embd, dropout=0.0, bias=False)).to(device).train()
         opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), device.split(":")[0])  # "cuda": fused AdamW
-        cases[name] = lambda model=model, opt=opt, it=itertools.cycle(batches): step(model, opt, next(it))
+        cases[name] = lambda model=model, opt=opt: step(model, opt)
     times = interleaved(cases, a.iters, warmup=3, sync=sync)
     print(f"dense training step: {a.n_layer} layers, n_embd {a.n_embd}, T {a.block_size}, batch {a.batch_size}, "
           + stated(where, a.threads, a.iters, 3))
@@ -339,52 +292,13 @@ def bench_dense(args):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-# --- data preparation: peak memory and throughput --------------------------------------------------------------------
-
-PREPARE = """import sys, time
-import data  # the data.py of the working directory: --data_py_dir
-kb = lambda key: int(open('/proc/self/status').read().split(key + ':')[1].split()[0])
-open('/proc/self/clear_refs', 'w').write('5')  # the kernel's peak RSS (VmHWM) counts from here, after imports
-base, t0 = kb('VmRSS'), time.perf_counter()
-data.prepare([sys.argv[1] + '/src'], sys.argv[1] + '/out', block_size=128, verbose=False)
-print(time.perf_counter() - t0, (kb('VmHWM') - base) / 1024)"""
-
-
-def bench_prepare(args):
-    """data.prepare in a fresh process on copies of the standard library's files, each with a unique first line so
-    none is a duplicate: its peak resident memory above its level after imports, and input MB/s. One run a size."""
-    a = options("prepare", args, sizes_mb=("30,300,1000", "input sizes in MB, comma-separated"),
-                data_py_dir=(os.path.dirname(os.path.abspath(__file__)), "time the data.py in this directory"))
-    root = sysconfig.get_paths()["stdlib"]
-    files = [os.path.join(d, f) for d, _, names in os.walk(root) if "site-packages" not in d
-             for f in names if f.endswith(".py")]
-    W = (9, 7, 13, 8, 6)
-    row(W + (-1,), "input MB", "files", "peak RSS MB", "seconds", "MB/s", f"  {a.data_py_dir}/data.py")
-    for mb in map(float, a.sizes_mb.split(",")):
-        work, size, k = tempfile.mkdtemp(prefix="bench_prepare_"), 0, 0
-        os.makedirs(os.path.join(work, "src"))
-        try:
-            while size < mb * 1e6:  # copy k: file k % len(files), with a unique first line
-                with open(os.path.join(work, "src", f"{k}.py"), "wb") as f:
-                    size += f.write(f"# copy {k}\n".encode() + open(files[k % len(files)], "rb").read())
-                k += 1
-            out = subprocess.run([sys.executable, "-c", PREPARE, work], cwd=a.data_py_dir, check=True, text=True,
-                                 stdout=subprocess.PIPE).stdout
-        finally:
-            shutil.rmtree(work)
-        seconds, peak = map(float, out.split())
-        row(W, f"{size / 1e6:.0f}", f"{k:,}", f"{peak:.1f}", f"{seconds:.1f}", f"{size / 1e6 / seconds:.0f}")
-
-
 def main(argv=None):
-    benches = {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd, "dense": bench_dense,
-               "prepare": bench_prepare}
+    benches = {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd, "dense": bench_dense}
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(prog="bench.py", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=benches)
+    if not argv or argv[0] not in benches:  # no benchmark named (or --help): say which there are
+        sys.exit(f"usage: python bench.py {{{','.join(benches)}}} [--key=value ...]\n{__doc__}")
     try:
-        benches[p.parse_args(argv[:1]).what](argv[1:])  # the rest are its own options (bench.py ltd --help)
+        benches[argv[0]](argv[1:])  # the rest are its own options (bench.py ltd --help)
     except ValueError as e:  # bad options, or a --device this machine lacks: one line, no traceback
         sys.exit(f"error: {e}")
 

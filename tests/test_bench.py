@@ -58,10 +58,10 @@ def test_row_aligns_cells(capsys):
 
 
 def test_each_benchmark_has_its_own_typed_options(capsys):
-    """`bench.py prepare --help` is prepare's help; options are typed as their defaults; unknown ones fail."""
+    """`bench.py ltd --help` is ltd's help; options are typed as their defaults; unknown ones fail."""
     with pytest.raises(SystemExit):
-        bench.main(["prepare", "--help"])
-    assert "bench.py prepare" in capsys.readouterr().out
+        bench.main(["ltd", "--help"])
+    assert "bench.py ltd" in capsys.readouterr().out
     a = bench.options("x", ["--threads=1", "--rounds=3"], threads=(1, "h"), rounds=(5, "help"), name=("s", "h"))
     assert (a.threads, a.rounds, a.name) == (1, 3, "s")
     with pytest.raises(SystemExit, match="unknown option"):
