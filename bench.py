@@ -1,15 +1,14 @@
 """
 Benchmarks that print ratios measured side by side in one run, as tables (`python bench.py ltd --help`: options).
 
-    python bench.py analyzer   # our analyzer vs DeepSpeed's DataAnalyzer (when importable)
+    python bench.py analyzer   # our analyzer vs DeepSpeed's DataAnalyzer (when importable; else our rows only)
     python bench.py sampler    # our sampler vs DeepSpeed's DeepSpeedDataSampler (when importable)
     python bench.py ltd        # random-LTD step time vs the FLOP ratio (efficiency); on a GPU, GPT-2 small:
         --n_embd=768 --n_head=12 --block_size=1024 --batch_size=16 --vocab_size=50304 --modes=eager,compiled
     python bench.py dense      # our dense training step vs nanoGPT's model (--nanogpt=path/to/model.py)
 
-Each table states device, torch version and threads, and prints the median (min-max) of rounds run interleaved
-(ours, theirs, ours, ...) after warm-up ones, so that drift in machine load hits every case alike.
-Without DeepSpeed, only our rows. Speed targets live here, never in timed test assertions.
+Each table states device, torch version and threads, and the median (min-max) of rounds run interleaved (ours,
+theirs, ours, ...) after warm-up ones, so that drift in machine load hits every case alike.
 """
 
 import json
@@ -58,8 +57,8 @@ def on_device(name):
 
 
 def stated(where, threads, rounds, warmup):  # the end of each table's title
-    return f"{where}, torch {torch.__version__}, {threads} thread(s); median (min-max) of {rounds} " \
-           f"interleaved rounds after {warmup} warm-up"
+    return f"{where}, torch {torch.__version__}, {threads} thread(s); median (min-max) of {rounds} interleaved " \
+           f"rounds after {warmup} warm-up"
 
 
 def interleaved(cases, rounds, warmup=1, sync=lambda: None):
@@ -80,8 +79,7 @@ def med_range(ts, scale=1.0):
     return f"{statistics.median(ts) * scale:.4g} ({min(ts) * scale:.4g}-{max(ts) * scale:.4g})"
 
 
-def row(widths, *cells):
-    """One table line: a cell per width, right-aligned, or left-aligned where the width is negative."""
+def row(widths, *cells):  # right-aligned cells, left-aligned where the width is negative
     print(" ".join(f"{c:<{-w}}" if w < 0 else f"{c:>{w}}" for c, w in zip(cells, widths)))
 
 
@@ -115,7 +113,6 @@ def deepspeed_analyzer(bin_path, T, num_workers, out):
     each batch of 1000 samples as one (B, T+1) tensor, not 1000 single samples for its DataLoader to collate."""
     from deepspeed.runtime.data_pipeline.data_sampling.data_analyzer import DataAnalyzer
     from deepspeed.runtime.data_pipeline.data_sampling.indexed_dataset import MMapIndexedDataset
-
     windows = data.SampleWindows(bin_path, T)
     V = json.load(open(os.path.join(os.path.dirname(bin_path), "meta.json")))["vocab_size"]
 
@@ -173,7 +170,6 @@ def deepspeed_sampler(deepspeed, entry, index_to_sample, work, N, G):
     """The same for DeepSpeedDataSampler, with the sorted ids written under work in its layout."""
     from deepspeed.runtime.data_pipeline.data_sampling import utils
     from deepspeed.runtime.data_pipeline.data_sampling.data_sampler import DeepSpeedDataSampler
-
     path = os.path.join(work, "m_index_to_sample_percentile_merged")  # DeepSpeed's layout: 100 rows of sorted ids
     builder = utils.create_mmap_dataset_builder(path, np.int64)
     for chunk in np.array_split(index_to_sample, 100):
@@ -230,14 +226,12 @@ def bench_ltd(args):
     # (dense, LTD) nets per mode; compiled as train.py does: a dense run static, an LTD run with symbolic shapes
     modes = {m: (compile_model(model, False), compile_model(model, True)) if m == "compiled" else (model, model)
              for m in a.modes.split(",")}
-
     def step(nets, keep):
         ltd_idx = model.sample_ltd_indices(B, T, keep, gen)  # drawn outside the compiled forward
         with ctx:
             _, loss = nets[keep < T](x[:, :-1], x[:, 1:], ltd_idx=ltd_idx)
         loss.backward()
         model.zero_grad(set_to_none=True)
-
     flops = {}
     for keep in keeps:
         with FlopCounterMode(display=False) as fc:
@@ -253,8 +247,8 @@ def bench_ltd(args):
         tr, fr = med[m, k] / med[m, T], flops[k] / flops[T]
         eff = (1 - tr) / (1 - fr) if k < T else float("nan")
         row(W, m, f"{k / T:.2f}", k, med_range(times[m, k], 1000), f"{tr:.3f}", f"{fr:.3f}", f"{eff:.2f}")
-    first = next(iter(modes))
-    return {k: (med[first, k] / med[first, T], flops[k] / flops[T]) for k in keeps}  # r -> (time ratio, FLOP ratio)
+    m = next(iter(modes))
+    return {k: (med[m, k] / med[m, T], flops[k] / flops[T]) for k in keeps}  # r -> (time ratio, FLOP ratio), 1st mode
 
 
 # --- dense training step: ours vs nanoGPT's model at the same config ------------------------------------------------
@@ -270,8 +264,7 @@ def bench_dense(args):
         classes["nanoGPT (--nanogpt)"] = (ref["GPT"], ref["GPTConfig"])
     x = torch.randint(0, 257, (a.batch_size, a.block_size + 1), generator=torch.Generator().manual_seed(0))
     xy = x[:, :-1].contiguous().to(device), x[:, 1:].contiguous().to(device)  # as nanoGPT's get_batch makes them
-
-    def step(model, opt):
+    def step(model, opt):  # as train.py's, with one micro-step
         with ctx:
             _, loss = model(*xy)
         loss.backward()
