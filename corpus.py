@@ -11,6 +11,8 @@ uses, reads one JSON-lines file). But:
   the positional paths form a last domain "other";
 - never read as input: the output directory, any directory holding a train.bin, files that are not text (a NUL
   byte or invalid UTF-8 in their first 8 KB) and duplicates (a path seen before, or its content under another name);
+- documents are split whole between train and val (split_documents), never by token, and streamed into token
+  files through one reused buffer (write_tokens);
 - files are read through np.memmap, so memory grows with the number of files, not with their bytes.
 """
 
@@ -50,6 +52,45 @@ def documents(paths, domains, installed, out_dir, verbose=True):
         raise ValueError(f"the corpus is empty: no text in {len(docs)} files ({why or 'none found'}); "
                          f"pass files with text in them")
     return names, kept, dict(skipped)
+
+
+def split_documents(kept, n_domains, val_fraction, seed):
+    """Per domain, a seeded shuffle; val = its shortest prefix holding val_fraction of the domain's bytes, never all
+    of it; a domain of one document is cut by bytes instead (its last val_fraction is val). Splits ordered by domain.
+    Bytes [5, 3, 2] after the shuffle, val_fraction 0.3 -> val [5], train [3, 2]; [1000] -> val [100], train [900]."""
+    train, val = [], []
+    for d in range(n_domains):
+        group = [k for k in kept if k[0].domain == d]
+        if len(group) == 1:  # one document (nanoGPT's input.txt): train = its head, val = its tail
+            (doc, n), cut = group[0], group[0][1] - int(group[0][1] * val_fraction)
+            train.append((doc._replace(stop=cut), cut))
+            val += [(doc._replace(start=cut), n - cut)] if cut < n else []
+            continue
+        group = [group[i] for i in np.random.default_rng([seed, d]).permutation(len(group))]  # deterministic shuffle
+        target, taken, n_val = val_fraction * sum(n for _, n in group), 0, 0
+        while n_val < len(group) - 1 and taken < target:  # shortest prefix reaching the target, one document left
+            taken += group[n_val][1]
+            n_val += 1
+        val += group[:n_val]
+        train += group[n_val:]
+    return train, val
+
+
+def write_tokens(f, docs, n_domains, eot, chunk_size):
+    """Stream documents into f as uint16 byte-level ids, eot between documents -> tokens per domain (an eot counts
+    to the document before it). subtle: one reused buffer keeps memory flat; fresh arrays fragment the heap."""
+    domain_tokens, buf = [0] * n_domains, np.empty(chunk_size, dtype=np.uint16)
+    for i, (doc, n) in enumerate(docs):
+        if i:
+            f.write(np.uint16(eot).tobytes())  # between documents, none after the last
+            domain_tokens[docs[i - 1][0].domain] += 1
+        b = read(doc)  # (n,) uint8
+        for k in range(0, n, chunk_size):
+            ids = buf[: min(chunk_size, n - k)]
+            ids[:] = b[k : k + len(ids)]  # token id = byte value
+            f.write(ids)
+        domain_tokens[doc.domain] += n
+    return domain_tokens
 
 
 # -----------------------------------------------------------------------------

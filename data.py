@@ -2,15 +2,12 @@
 Text -> token stream (train.bin, val.bin, meta.json) -> fixed-length sample windows.
 
 Follows nanoGPT's data/*/prepare.py (flat uint16 token files read through np.memmap) and gives DeepSpeed Data
-Efficiency (arXiv 2212.03597) what its data analyzer and sampler need: a fixed set of samples with stable ids.
-Sample i is the window
+Efficiency (arXiv 2212.03597) a fixed set of samples with stable ids for its analyzer and sampler: sample i is
 
     sample_i = tokens[i*T : i*T + T + 1],  x = sample_i[:-1], y = sample_i[1:]
 
-so windows do not overlap (they share one boundary token) and N = (n_tokens - 1) // T. The documents (corpus.py
-finds them, in domains) are split whole: per domain, a seeded shuffle, and val takes the shortest prefix of it
-holding val_fraction of the domain's bytes (never every document; a domain of one document is cut by bytes
-instead, its last val_fraction going to val). Each split is its domains in order, EOT between documents:
+so windows share one boundary token and N = (n_tokens - 1) // T. Documents (corpus.py finds them, in domains)
+are split whole (corpus.split_documents); each split is its domains in order, EOT between documents:
 
     train = [domain 0 docs, shuffled] EOT [domain 1 docs, shuffled] EOT ...   (val alike)
     domain of window i = domain of its middle token i*T + T//2  (its majority if it spans two)
@@ -18,12 +15,9 @@ instead, its last val_fraction going to val). Each split is its domains in order
 But:
 - the tokenizer is plain bytes (ids 0..255) plus one end-of-document id, so any text works with no download;
   nanoGPT-format train.bin / val.bin (e.g. GPT-2 BPE) are read as they are;
-- the split is by document, not by token, and identical content is read once, so no text is in both splits;
 - written in chunks through one reused buffer: memory grows with the number of files, not with their bytes;
-- the corpus is built in a hidden sibling directory and swapped in with two renames, so out_dir changes all at
-  once or not at all (its old index/ goes with the old data);
-- no .idx of document boundaries as in DeepSpeed's data_sampling/indexed_dataset.py (Megatron's format): samples
-  are fixed windows, and meta.json records only where each domain starts.
+- the corpus is built in a hidden sibling directory and swapped in with two renames: out_dir changes all at once;
+- no .idx of document boundaries (DeepSpeed's indexed_dataset.py): meta.json records where each domain starts.
 """
 
 import argparse
@@ -60,57 +54,16 @@ def encode(text):
 def decode(ids):
     """ids -> str; EOT becomes a newline, invalid UTF-8 becomes U+FFFD."""
     ids = np.asarray(ids).ravel()
-    b = bytes(np.where(ids == EOT, ord("\n"), ids).astype(np.uint8))
-    return b.decode("utf-8", errors="replace")
+    return bytes(np.where(ids == EOT, ord("\n"), ids).astype(np.uint8)).decode("utf-8", errors="replace")
 
 
 # -----------------------------------------------------------------------------
-# prepare: split by document, write the token files in a hidden directory, swap it in
-
-
-def split_documents(kept, n_domains, val_fraction, seed):
-    """Per domain, a seeded shuffle; val = its shortest prefix holding val_fraction of the domain's bytes, never all
-    of it; a domain of one document is cut by bytes instead (its last val_fraction is val). Splits ordered by domain.
-    Bytes [5, 3, 2] after the shuffle, val_fraction 0.3 -> val [5], train [3, 2]; [1000] -> val [100], train [900]."""
-    train, val = [], []
-    for d in range(n_domains):
-        group = [k for k in kept if k[0].domain == d]
-        if len(group) == 1:  # one document (nanoGPT's input.txt): train = its head, val = its tail
-            (doc, n), cut = group[0], group[0][1] - int(group[0][1] * val_fraction)
-            train.append((doc._replace(stop=cut), cut))
-            val += [(doc._replace(start=cut), n - cut)] if cut < n else []
-            continue
-        group = [group[i] for i in np.random.default_rng([seed, d]).permutation(len(group))]  # deterministic shuffle
-        target, taken, n_val = val_fraction * sum(n for _, n in group), 0, 0
-        while n_val < len(group) - 1 and taken < target:  # shortest prefix reaching the target, one document left
-            taken += group[n_val][1]
-            n_val += 1
-        val += group[:n_val]
-        train += group[n_val:]
-    return train, val
-
-
-def write_tokens(f, docs, n_domains, chunk_size):
-    """Stream documents into f as uint16 ids, EOT between documents -> tokens per domain (an EOT counts to the
-    domain of the document before it). subtle: one reused buffer keeps memory flat; fresh arrays fragment the heap."""
-    domain_tokens, buf = [0] * n_domains, np.empty(chunk_size, dtype=np.uint16)
-    for i, (doc, n) in enumerate(docs):
-        if i:
-            f.write(np.uint16(EOT).tobytes())  # EOT between documents, none after the last
-            domain_tokens[docs[i - 1][0].domain] += 1
-        b = corpus.read(doc)  # (n,) uint8
-        for k in range(0, n, chunk_size):
-            ids = buf[: min(chunk_size, n - k)]
-            ids[:] = b[k : k + len(ids)]  # token id = byte value
-            f.write(ids)
-        domain_tokens[doc.domain] += n
-    return domain_tokens
+# prepare: write the token files in a hidden directory, swap it in
 
 
 def _clean_up(out_dir):
-    """Delete what failed or killed runs left beside out_dir (build directories .NAME.tmp-*, old corpora
-    .NAME.tmp-*.old), except that an old corpus left without out_dir (killed between the swap's two renames)
-    becomes out_dir again. subtle: so one prepare per out_dir at a time; a second deletes the first's build."""
+    """Delete what failed or killed runs left beside out_dir (.NAME.tmp-*), except an old corpus left without
+    out_dir (killed between the swap's renames): it becomes out_dir again. subtle: one prepare per out_dir at a time."""
     parent, base = os.path.split(out_dir)
     for p in sorted(glob.glob(os.path.join(glob.escape(parent), glob.escape(f".{base}.tmp-") + "*"))):
         if p.endswith(".old") and not os.path.exists(out_dir):
@@ -121,12 +74,9 @@ def _clean_up(out_dir):
 
 def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, seed=0, verbose=True,
             domains=None, installed=False, chunk_size=1 << 20):
-    """Tokenize documents into out_dir/{train.bin, val.bin, meta.json}; returns the meta dict.
-
-    paths: files, directories, globs (None: the standard library; installed=True: the whole installation);
-    domains: {name: [files, directories, globs]}. Nothing is written unless both splits hold a window of
-    block_size + 1 tokens; out_dir is replaced whole, and only if it holds nothing but a corpus.
-    """
+    """Tokenize documents into out_dir/{train.bin, val.bin, meta.json} -> meta. paths: files, directories, globs
+    (None: the standard library; installed=True: the whole installation); domains: {name: [files, dirs, globs]}.
+    out_dir is replaced whole, only if it holds nothing but a corpus, and only if both splits hold a window."""
     out_dir = os.path.realpath(out_dir)  # subtle: a symlinked out_dir is replaced where it points
     _clean_up(out_dir)  # first: a killed run may have left out_dir missing, its corpus beside it
     extra = set(os.listdir(out_dir)) - CORPUS_ENTRIES if os.path.isdir(out_dir) else set()
@@ -136,24 +86,24 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction={val_fraction} must be between 0 and 1")
     names, kept, skipped = corpus.documents(paths, domains, installed, out_dir, verbose)
-    train, val = split_documents(kept, len(names or [None]), val_fraction, seed)
+    train, val = corpus.split_documents(kept, len(names or [None]), val_fraction, seed)
     n_train, n_val = (sum(n for _, n in s) + max(len(s) - 1, 0) for s in (train, val))  # bytes + EOTs
     if min(n_train, n_val) < block_size + 1:
         raise ValueError(f"corpus too short: {n_train} train and {n_val} val tokens (val takes whole files), each "
                          f"split needs block_size+1 = {block_size + 1}; add text or use a smaller --block_size")
-    os.makedirs(os.path.dirname(out_dir), exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=os.path.dirname(out_dir), prefix=f".{os.path.basename(out_dir)}.tmp-")  # hidden
+    tmp = os.path.join(os.path.dirname(out_dir), f".{os.path.basename(out_dir)}.tmp-{os.getpid()}")  # hidden
+    os.makedirs(tmp)  # subtle: not mkdtemp, whose 0700 would become out_dir's mode; this one follows the umask
     try:  # plain writes: nothing reads tmp, and a failure deletes it whole
         domain_tokens = {}
         for split, docs in (("train", train), ("val", val)):
             with open(os.path.join(tmp, f"{split}.bin"), "wb") as f:
-                domain_tokens[split] = write_tokens(f, docs, len(names or [None]), chunk_size)
+                domain_tokens[split] = corpus.write_tokens(f, docs, len(names or [None]), EOT, chunk_size)
         source = "installed" if installed else "files" if paths or domains else "stdlib"
         meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes", **scan_bins(tmp), "source": source,
                 "n_documents": len(kept), "val_fraction": val_fraction, "seed": seed, "skipped": skipped}
         if names:  # domain d of a split holds its tokens offsets[d] .. offsets[d+1]-1
-            offsets = {s: np.cumsum([0] + n).tolist() for s, n in domain_tokens.items()}
-            meta.update(domains=names, domain_tokens=domain_tokens, domain_offsets=offsets)
+            meta.update(domains=names, domain_tokens=domain_tokens,
+                        domain_offsets={s: np.cumsum([0] + n).tolist() for s, n in domain_tokens.items()})
         with open(os.path.join(tmp, "meta.json"), "w") as f:
             json.dump(meta, f, indent=1)
         if os.path.exists(out_dir):
@@ -162,17 +112,15 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
     finally:
         _clean_up(out_dir)  # the old corpus, or a failed build (and out_dir back if the second rename failed)
     if verbose:
-        print(f"wrote {out_dir}: {len(kept)} documents, {meta['train_tokens']:,} train, "
-              f"{meta['val_tokens']:,} val tokens")
+        print(f"wrote {out_dir}: {len(kept)} documents, {meta['train_tokens']:,} train, {meta['val_tokens']:,} val")
         for d, name in enumerate(names or []):
             print(f"  domain {d} {name}: {domain_tokens['train'][d]:,} train, {domain_tokens['val'][d]:,} val tokens")
     return meta
 
 
 def atomic_write(path, write, mode="wb"):
-    """Call write(f) on a fresh temporary file beside path, then rename it over path; returns what write returned.
-    Readers never see half a file, an existing file survives any failure of write (disk full, Ctrl-C), and two
-    writers never share a temporary name (each gets its own from mkstemp)."""
+    """write(f) on a fresh temporary file beside path (mkstemp: never shared), renamed over path -> write's result.
+    Readers never see half a file; an existing one survives any failure of write (disk full, Ctrl-C)."""
     d, name = os.path.split(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=name + ".", suffix=".tmp")
     try:
@@ -206,9 +154,8 @@ def _n_tokens(path):
 
 
 def scan_bins(data_dir, vocab_size=1 << 16):
-    """-> {train_tokens, val_tokens, max_token_id, fingerprint} of data_dir's train.bin and val.bin, read through
-    np.memmap. fingerprint = a hash of both splits' content hashes (so the split point counts too). Refuses a
-    token id >= vocab_size, naming the file."""
+    """-> {train_tokens, val_tokens, max_token_id, fingerprint} of data_dir's token files, token ids < vocab_size.
+    fingerprint = a hash of both splits' content hashes (so the split point counts too)."""
     meta, h = {"max_token_id": 0}, hashlib.sha256()
     for split in ("train", "val"):
         path = os.path.join(data_dir, f"{split}.bin")
@@ -229,9 +176,8 @@ def nanogpt_meta(data_dir, vocab_size):
 
 
 def load_meta(data_dir, vocab_size=None):
-    """meta.json of data_dir, checked against its token files: both exist, hold the recorded token counts, and the
-    largest token id is below vocab_size (if given) and meta's own. A nanoGPT directory (train.bin, val.bin, no
-    meta.json) needs vocab_size and is read once to find its largest id."""
+    """meta.json of data_dir, checked: both token files hold its counts, its largest id is below vocab_size (if
+    given) and its own. A nanoGPT directory (no meta.json) needs vocab_size and is read to find its largest id."""
     path = os.path.join(data_dir, "meta.json")
     if not os.path.exists(path) and vocab_size is None:
         raise ValueError(f"no meta.json in {data_dir}: prepare it (python data.py --out_dir {data_dir} FILES...), or "
@@ -255,17 +201,14 @@ def load_meta(data_dir, vocab_size=None):
 
 
 def fingerprint(data_dir):
-    """The corpus's content hash, for checkpoints to refuse a resume on other data: meta["fingerprint"], recorded
-    when the token files were written (meta.json is checked against their sizes); a nanoGPT directory is hashed."""
+    """The corpus's content hash, for checkpoints to refuse a resume on other data (a nanoGPT directory is hashed)."""
     meta = load_meta(data_dir) if os.path.exists(os.path.join(data_dir, "meta.json")) else {}
     return meta.get("fingerprint") or scan_bins(data_dir)["fingerprint"]
 
 
 class SampleWindows:
     """Sample i of a token file = tokens[i*T : i*T + T + 1]; N = (n_tokens - 1) // T.
-
-    tokens = [0..9], T = 3 -> N = 3 samples: [0,1,2,3], [3,4,5,6], [6,7,8,9]
-    """
+    tokens = [0..9], T = 3 -> N = 3 samples: [0,1,2,3], [3,4,5,6], [6,7,8,9]"""
 
     def __init__(self, path, block_size):
         n = _n_tokens(path)  # one line for a missing, empty or odd-length file
@@ -306,7 +249,7 @@ class SampleWindows:
 
 def corpus_dir(data_dir="", prepare_default=True):
     """data_dir, or "" for the default corpus (the standard library), which is prepared here on first use.
-    The one place that prepares the default corpus: train.py, reproduce.py, mixture.py and bench.py call it."""
+    The one place that prepares the default corpus: train.py, the experiments and bench.py call it."""
     if not data_dir and prepare_default and not os.path.exists(os.path.join(DEFAULT_DIR, "meta.json")):
         print("preparing the default corpus (the Python standard library's .py files) ...", flush=True)
         prepare(out_dir=DEFAULT_DIR)
@@ -324,18 +267,16 @@ def load_splits(data_dir, block_size, vocab_size=None):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Tokenize text into train.bin / val.bin / meta.json: byte-level, EOT "
-                                "between documents, split by file. Never read: the output directory, any directory "
-                                "holding a train.bin, files with a NUL byte or invalid UTF-8 in their first 8 KB.")
+    p = argparse.ArgumentParser(description="Tokenize text (bytes, EOT between documents, split by file) into "
+                                "train.bin / val.bin / meta.json; never reads its output or binary files.")
     p.add_argument("paths", nargs="*", help="files, directories or globs (default: the standard library's .py files "
-                   "in domains code, tests, prose); one directory holding nanoGPT train.bin/val.bin is used as it is")
-    p.add_argument("--installed", action="store_true", help="every .py file of this Python installation, in domains "
-                   "code, tests, prose (--out_dir defaults to data/installed)")
+                   "in domains code, tests, prose), or one nanoGPT directory holding train.bin/val.bin")
+    p.add_argument("--installed", action="store_true", help="every .py file of this installation (data/installed)")
     p.add_argument("--domain", action="append", default=[], metavar="NAME=GLOB", help="files matching GLOB form "
-                   "domain NAME (repeat it for more); positional paths then form domain 'other'")
-    p.add_argument("--out_dir", help=f"replaced whole: new, or holding only a corpus (default: {DEFAULT_DIR})")
+                   "domain NAME (repeatable); positional paths then form domain 'other'")
+    p.add_argument("--out_dir", help=f"new, or holding only a corpus: it is replaced whole (default: {DEFAULT_DIR})")
     p.add_argument("--val_fraction", type=float, default=0.1, help="share of each domain's bytes held out")
-    p.add_argument("--block_size", type=int, default=128, help="checks that each split holds one window")
+    p.add_argument("--block_size", type=int, default=128, help="checks that each split holds one window (prepare)")
     p.add_argument("--seed", type=int, default=0, help="seed of the shuffle that splits files")
     p.add_argument("--vocab_size", type=int, help="for a nanoGPT directory: its tokenizer's vocabulary size")
     args = p.parse_args(argv)
@@ -344,9 +285,7 @@ def main(argv=None):
             d = args.paths[0]  # nanoGPT format: keep the .bin files, write meta.json (counts, max id, fingerprint)
             if args.vocab_size is None:
                 raise ValueError(f"{d} holds train.bin: pass its tokenizer's --vocab_size (50257 for GPT-2 BPE)")
-            meta = nanogpt_meta(d, args.vocab_size)
-            for split in ("train", "val"):
-                SampleWindows(os.path.join(d, f"{split}.bin"), args.block_size)
+            meta = nanogpt_meta(d, args.vocab_size)  # train.py checks --block_size against it
             atomic_write(os.path.join(d, "meta.json"), lambda f: json.dump(meta, f, indent=1), mode="w")
             print(f"{d} is in nanoGPT format, largest token id {meta['max_token_id']}; train with --data_dir={d}")
         else:

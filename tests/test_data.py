@@ -245,6 +245,18 @@ def test_second_run_does_not_read_its_own_output_or_other_corpora(tmp_path):
     assert meta["n_documents"] == 2 and meta["train_tokens"] + meta["val_tokens"] == 640 + 510
 
 
+def test_the_corpus_directory_gets_a_plain_directory_mode(tmp_path):
+    """Built in a hidden directory and renamed into place, out_dir still gets the umask's mode (mkdtemp's 0700
+    made every corpus private to its owner)."""
+    write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(4)})
+    umask = os.umask(0o027)
+    try:
+        data.prepare([str(tmp_path / "src")], str(tmp_path / "out"), block_size=16, verbose=False)
+    finally:
+        os.umask(umask)
+    assert oct(os.stat(tmp_path / "out").st_mode & 0o777) == oct(0o750)
+
+
 def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch):
     write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(6)})
     out = tmp_path / "out"
@@ -253,7 +265,7 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
     (out / "index" / "info.json").write_text("{}")
     before = snapshot(out)
     write_files(tmp_path / "src", {"new.txt": "a new document " * 50})
-    real_write = data.write_tokens
+    real_write = corpus.write_tokens
 
     class DiskFull:  # a file that takes 100 bytes, then raises like a full disk
         def __init__(self, f):
@@ -268,11 +280,11 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
     def failing(f, *args):
         return real_write(DiskFull(f) if f.name.endswith("val.bin") else f, *args)
 
-    monkeypatch.setattr(data, "write_tokens", failing)
+    monkeypatch.setattr(corpus, "write_tokens", failing)
     with pytest.raises(OSError, match="No space"):
         data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]  # no leftover build directory
-    monkeypatch.setattr(data, "write_tokens", real_write)
+    monkeypatch.setattr(corpus, "write_tokens", real_write)
     meta = data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     assert sorted(os.listdir(out)) == ["meta.json", "train.bin", "val.bin"]  # the old index/ went with the old data
     assert meta["n_documents"] == 7 and sorted(os.listdir(tmp_path)) == ["out", "src"]
@@ -284,12 +296,12 @@ def test_kill_9_mid_write_then_next_run_cleans_up(tmp_path):
     data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     before = snapshot(out)
     write_files(tmp_path / "src", {"new.txt": "a new document " * 50})
-    code = ("import os, signal, sys, data\n"
-            "real = data.write_tokens\n"
+    code = ("import os, signal, sys, corpus, data\n"
+            "real = corpus.write_tokens\n"
             "def killed(f, docs, *a, **k):\n"
             "    f.write(b'partial')\n"
             "    os.kill(os.getpid(), signal.SIGKILL)\n"
-            "data.write_tokens = killed\n"
+            "corpus.write_tokens = killed\n"
             f"data.prepare([{str(tmp_path / 'src')!r}], {str(out)!r}, block_size=16, verbose=False)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True)
     assert r.returncode == -signal.SIGKILL
