@@ -59,8 +59,8 @@ class TrainConfig:
     grad_clip: float = opt(1.0, "clip gradient norm at this value (0 = off)", 0)
     # system
     device: str = opt("auto", "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu, cuda or cuda:N")
-    dtype: str = opt("auto", "auto: bfloat16 on GPUs that have it, else float16; float32 on CPU",
-                     choices=("auto", "float32", "bfloat16", "float16"))
+    dtype: str = opt("auto", "auto (bfloat16 on GPUs that have it, else float16; float32 on CPU), float32, "
+                     "bfloat16 or float16", choices=("auto", "float32", "bfloat16", "float16"))
     compile: bool = opt(False, "torch.compile the model")
     threads: int = opt(0, "torch CPU threads per process; 0 = torch's default (on a busy machine 1 can be faster)", 0)
     # curriculum learning (or set them from a DeepSpeed file with --config)
