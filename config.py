@@ -1,14 +1,12 @@
 """
 The options of a training run: one dataclass, its command line, and the checks of every value.
 
-Every option is a field of TrainConfig with its help beside it, and `parse` generates a command line from any
-such dataclass (`--key=value`, typed, `--help`, unknown keys rejected, as nanochat; no exec configurator as in
-nanoGPT): train.py's, and every other script's. The curriculum and random-LTD flags (cl_*, seqlen*, ltd_*)
-become DeepSpeed's data_efficiency dicts in ds_config.py, which also reads a pasted DeepSpeed config.
+Every option is a TrainConfig field with its --help beside it; `parse` makes any such dataclass a command line
+(`--key=value`, typed, `--help`, unknown keys rejected, as nanochat; no exec configurator as in nanoGPT).
+ds_config.py turns the cl_*, seqlen* and ltd_* flags, or a pasted DeepSpeed config, into data_efficiency dicts.
 
 But:
-- every value is checked here or in ds_config.py, where it enters, in one line naming the fix, so the
-  concept files read as their formulas;
+- every value is checked here or in ds_config.py, where it enters, in one line naming the fix;
 - no torch (nor numpy) is imported, so `python train.py --help` answers at once.
 """
 
@@ -16,7 +14,6 @@ import argparse
 import os
 import re
 from dataclasses import dataclass, field, fields
-
 
 
 def opt(default, help, low=None, choices=None):
@@ -62,8 +59,8 @@ class TrainConfig:
     grad_clip: float = opt(1.0, "clip gradient norm at this value (0 = off)", 0)
     # system
     device: str = opt("auto", "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu, cuda or cuda:N")
-    dtype: str = opt("auto", "auto (bfloat16 on GPUs that have it natively, float16 on older ones, float32 on "
-                             "CPU)", choices=("auto", "float32", "bfloat16", "float16"))
+    dtype: str = opt("auto", "auto (bfloat16 on GPUs that have it, else float16; float32 on CPU), float32, "
+                     "bfloat16 or float16", choices=("auto", "float32", "bfloat16", "float16"))
     compile: bool = opt(False, "torch.compile the model")
     threads: int = opt(0, "torch CPU threads per process; 0 = torch's default (on a busy machine 1 can be faster)", 0)
     # curriculum learning (or set them from a DeepSpeed file with --config)
@@ -75,20 +72,19 @@ class TrainConfig:
     cl_max: float = opt(100, "max_difficulty")
     cl_schedule: str = opt("fixed_root", "schedule_type", choices=("fixed_linear", "fixed_root", "fixed_discrete"))
     cl_total_step: int = opt(0, "total_curriculum_step; 0 = 40% of the run's budget in dense steps", 0)
-    cl_difficulty_step: int = opt(1, "difficulty_step")
-    cl_root_degree: int = opt(2, "root_degree of fixed_root")
+    cl_difficulty_step: int = opt(1, "difficulty_step", 1)
+    cl_root_degree: int = opt(2, "root_degree of fixed_root", 1)
     cl_discrete_difficulty: str = opt("", 'fixed_discrete difficulties, e.g. "10,50,100"')
     cl_discrete_max_step: str = opt("", 'fixed_discrete last step of each difficulty but the last, e.g. "100,300"')
-    seqlen: str = opt("", 'sequence-length curriculum: truncate, reshape or "" (off)', choices=("", "truncate",
-                                                                                                "reshape"))
+    seqlen: str = opt("", 'length curriculum: truncate, reshape or "" (off)', choices=("", "truncate", "reshape"))
     seqlen_min: int = opt(16, "first sequence length")
     seqlen_total_step: int = opt(0, "steps to reach block_size; 0 = 40% of the run's budget in dense steps", 0)
-    seqlen_step: int = opt(8, "difficulty_step of the length")
+    seqlen_step: int = opt(8, "difficulty_step of the length", 1)
     # random-LTD
     random_ltd: bool = opt(False, "drop tokens in the middle layers")
     ltd_min: int = opt(0, "first kept length (min_value); 0 = block_size // 4", 0)
     ltd_require_steps: int = opt(0, "steps until every token is kept (require_steps); 0 = 60% of the budget", 0)
-    ltd_seq_per_step: int = opt(8, "kept length grows in multiples of this (seq_per_step)")
+    ltd_seq_per_step: int = opt(8, "kept length grows in multiples of this (seq_per_step)", 1)
     ltd_layers: str = opt("", 'comma-separated dropping layers; "" = 1 .. n_layer-2')
 
 
@@ -114,11 +110,7 @@ to_bool.__name__ = "bool"  # argparse names the type in its error: "invalid bool
 
 
 def parse(cls, argv, prog, description=""):
-    """--key=value (or --key value; a boolean also as --key) for every field of the dataclass cls -> cls(...).
-
-    The one way the scripts build their command lines: typed as each field's default, --help from the
-    fields' help, unknown or mistyped options a one-line ValueError.
-    """
+    """Every field of the dataclass cls as --key=value (a bool also as --key), typed as its default -> cls(...)."""
     p = Parser(prog=prog, usage=f"python {prog} [--key=value ...]", description=description, allow_abbrev=False,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     for f in fields(cls):

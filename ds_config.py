@@ -1,9 +1,9 @@
 """
 The data_efficiency settings of a run: curricula and random-LTD from our flags or a pasted DeepSpeed config.
 
-DeepSpeed Data Efficiency (arXiv 2212.03597) configures both in its `data_efficiency` section, read by
-deepspeed/runtime/data_pipeline/config.py; train.py --config FILE reads such a file unchanged, and our flags
-(config.py) are turned into the same dicts, so both go through one check:
+DeepSpeed Data Efficiency (arXiv 2212.03597) sets both in the `data_efficiency` section that
+deepspeed/runtime/data_pipeline/config.py reads; train.py --config FILE reads it unchanged, and our flags
+become the same dicts:
 
     metrics = {name: one DeepSpeed curriculum_metrics entry}   # min/max_difficulty, schedule_type, ...
     ltd     = {"random_ltd_schedule": {...}, "random_ltd_layer_id": [...]} or None
@@ -11,8 +11,7 @@ deepspeed/runtime/data_pipeline/config.py; train.py --config FILE reads such a f
 But:
 - every value is checked here, once, in one line naming the fix, so scheduler.py, sampler.py and model.py
   read as their formulas;
-- schedule lengths left at 0 follow the run's budget: 40% (curricula) and 60% (random-LTD) of the run's
-  length in dense steps, from --max_iters or --max_tokens, whichever ends the run;
+- schedule lengths left at 0 are 40% (curricula) and 60% (random-LTD) of the run's budget in dense steps;
 - DeepSpeed's metric names map to ours (vocabularyrarity, voc -> vocab_rarity), its index and cluster paths
   are ignored with a note, keys that only matter to DeepSpeed are ignored, any other key is an error.
 """
@@ -50,8 +49,12 @@ def data_efficiency(cfg, global_batch_size, known_metrics, notes):
     if cfg.config and (metrics or ltd):
         raise ValueError("--config and the cl_/seqlen/random_ltd flags both set a curriculum; use one of them")
     if cfg.config:
-        metrics, ltd = from_deepspeed(read_json(cfg.config), cfg, global_batch_size, notes)
-    check_schema({"metrics": metrics, "random_ltd": ltd or {}}, {"metrics": {"*": ENTRY}, "random_ltd": LTD})
+        try:
+            ds = json.load(open(cfg.config))
+        except (OSError, ValueError) as e:  # a missing file, or not JSON (JSONDecodeError, UnicodeDecodeError)
+            raise ValueError(f"--config {cfg.config} is not a readable JSON file ({e}); "
+                             "pass a DeepSpeed JSON file") from None
+        metrics, ltd = from_deepspeed(ds, cfg, global_batch_size, notes)
     metrics = {ALIASES.get(name, name): entry for name, entry in metrics.items()}
     if sum(name in SEQLEN_METRICS for name in metrics) > 1:
         raise ValueError("both seqlen_truncate and seqlen_reshape are set; keep one sequence-length curriculum")
@@ -142,16 +145,6 @@ def from_flags(cfg, global_batch_size):
     return metrics, ltd
 
 
-def read_json(path):
-    try:
-        ds = json.load(open(path))
-    except (OSError, ValueError) as e:  # a missing file, or not JSON (JSONDecodeError, UnicodeDecodeError)
-        raise ValueError(f"--config {path} is not a readable JSON file ({e}); pass a DeepSpeed JSON file") from None
-    if not isinstance(ds, dict):
-        raise ValueError(f"--config {path} must hold a JSON object, got {type(ds).__name__}")
-    return ds
-
-
 def check_schema(obj, schema, where="the top level"):
     """Every key of obj known to schema (or DeepSpeed-only) and of its type: numbers are never strings or booleans."""
     for k, v in obj.items():
@@ -170,16 +163,17 @@ def check_schema(obj, schema, where="the top level"):
 
 def from_deepspeed(ds, cfg, global_batch_size, notes):
     """A DeepSpeed config dict -> ({name: curriculum entry}, random_ltd or None), checked against the run."""
+    if not isinstance(ds, dict):
+        raise ValueError(f"--config {cfg.config} must hold a JSON object, got {type(ds).__name__}")
     check_schema(ds, SCHEMA)
     de = ds.get("data_efficiency", {})
     sampling, routing = de.get("data_sampling", {}), de.get("data_routing", {})
     cl, r = sampling.get("curriculum_learning", {}), routing.get("random_ltd", {})
-    for key, theirs, ours, flag in (("train_batch_size", ds.get("train_batch_size"), global_batch_size,
-                                     "global_batch_size"), ("train_micro_batch_size_per_gpu",
-                                     ds.get("train_micro_batch_size_per_gpu"), cfg.batch_size, "batch_size"),
-                                    ("total_layer_num", r.get("total_layer_num"), cfg.n_layer, "n_layer")):
-        if theirs is not None and theirs != ours:
-            raise ValueError(f"--config has {key} {theirs} but this run has {ours}; set --{flag}={theirs}")
+    for d, key, ours, flag in ((ds, "train_batch_size", global_batch_size, "global_batch_size"),
+                               (ds, "train_micro_batch_size_per_gpu", cfg.batch_size, "batch_size"),
+                               (r, "total_layer_num", cfg.n_layer, "n_layer")):
+        if d.get(key, ours) != ours:
+            raise ValueError(f"--config has {key} {d[key]} but this run has {ours}; set --{flag}={d[key]}")
     ids = r.get("random_ltd_layer_id", [])
     if len(ids) != r.get("random_ltd_layer_num", len(ids)):
         raise ValueError(f"--config random_ltd_layer_num {r['random_ltd_layer_num']} != len(random_ltd_layer_id) "
