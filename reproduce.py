@@ -38,7 +38,7 @@ import train
 from config import opt
 from model import GPT, GPTConfig
 
-# --- shared with reproduce_autoscale.py: lists of numbers, the one-pass refusal, one train.py run ----------------
+# --- shared with reproduce_autoscale.py: lists of numbers, the one-pass refusal, a train.py run, main ------------
 
 
 def numbers(name, text):
@@ -75,6 +75,15 @@ def train_run(args, log=None):
         return cfg, train.train(cfg)
 
 
+def cli(run, cls, prog, usage, argv):
+    """run(argv parsed into the dataclass cls), bad input as one line on stderr and exit 1, no traceback."""
+    try:
+        return run(config.parse(cls, sys.argv[1:] if argv is None else argv, prog, usage))
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
 # --- DeepSpeed's Table 7 grid, at one size or at each tokens-per-parameter ratio ---------------------------------
 
 SIZES = {  # model, batch and budget in dense steps; cpu's 2.46M tokens are 0.09 passes over the default corpus
@@ -89,7 +98,7 @@ RATIO_WIDTHS = ((3, 128), (10, 96), (30, 64), (100, 48), (300, 32))  # tokens pe
 
 @dataclass
 class GridConfig:
-    size: str = opt("cpu", "cpu or gpu: model, batch and budget (either runs on any device)")
+    size: str = opt("cpu", "cpu or gpu: model, batch and budget (either runs on any device)", choices=SIZES)
     data_dir: str = opt("", 'a prepared corpus; "" = the standard library, prepared on first use')
     out_dir: str = opt("out_reproduce", "train.py's out_dir for every run")
     seeds: str = opt("1337,1338", "comma-separated seeds: every case once per seed")
@@ -173,8 +182,6 @@ def grid(a):
     """The grid at one size, or at each tokens-per-parameter ratio -> {label: {(case, fraction): [results of each
     seed: train.train's dict with its "passes" over the train split]}}."""
     names = ("baseline", "CL + random-LTD") if a.ratios else tuple(a.cases.split(","))
-    if a.size not in SIZES:
-        raise ValueError(f"--size={a.size} unknown; use one of {', '.join(SIZES)}")
     if "baseline" not in names or not set(names) <= set(CASES):
         raise ValueError(f"--cases={a.cases}: give a subset of {', '.join(CASES)} with baseline (the reference)")
     specs = {f"{r:g} tokens per parameter": ratio_spec(r, dict(RATIO_WIDTHS).get(int(r), 64))
@@ -198,11 +205,7 @@ def grid(a):
 
 
 def main(argv=None):
-    try:
-        return grid(config.parse(GridConfig, sys.argv[1:] if argv is None else argv, "reproduce.py", USAGE))
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)  # one line, no traceback
-        sys.exit(1)
+    return cli(grid, GridConfig, "reproduce.py", USAGE, argv)
 
 
 USAGE = __doc__.split("\n\n")[1]  # the command lines at the top, for --help
