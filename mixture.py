@@ -61,8 +61,23 @@ def _a_given_b(b, x0, x1, d01):
     return np.where(reachable, np.exp(0.5 * (lo + hi)) - x0, np.nan)
 
 
-def _fit_three(x, y):
-    """The exact fit through three points with x0 < x1 < x2 and y0 > y1 > y2 (larger-b root)."""
+def fit_power_law(x, y):
+    """(a, b, c) with y = (x + a) ** -b + c through a domain's three points (down, base, up in any order).
+
+    x: the domain's amount relative to its base share (base run x = 1); y: loss / base loss.
+    y may be loss or perplexity. The exact solution: of the usual two, the larger-b one, as the
+    notebook's curve_fit finds from (1, 1, 1); a is solved from the first two points for each b.
+    x=[1/5, 1, 3], y=[1.0711, 1, 0.9172] -> (2.665, 1.250, 0.803) (the notebook's common_crawl, rounded).
+    """
+    x, y = _check("x", x, min_len=3), _check("y", y, min_len=3)
+    if not len(x) == len(y) == 3:
+        raise ValueError(f"need exactly three points, one y per x; got {len(x)} x and {len(y)} y")
+    if np.any(x < 0):
+        raise ValueError(f"x must be >= 0 (amounts relative to the base share), got {x}")
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    if not (x[0] < x[1] < x[2] and y[0] > y[1] > y[2]):
+        raise ValueError(f"three points need distinct x and a loss that falls as x grows, got x={x}, y={y}")
     d01, d12 = y[0] - y[1], y[1] - y[2]
 
     def h(b):  # second equation, with a solved from the first: zero at an exact fit
@@ -84,26 +99,6 @@ def _fit_three(x, y):
     a = _a_given_b(np.array([b]), x[0], x[1], d01)[0]
     c = np.mean(y - (x + a) ** -b)  # the three residuals agree to rounding
     return float(a), float(b), float(c)
-
-
-def fit_power_law(x, y):
-    """(a, b, c) with y = (x + a) ** -b + c through a domain's three points (down, base, up in any order).
-
-    x: the domain's amount relative to its base share (base run x = 1); y: loss / base loss.
-    y may be loss or perplexity. The exact solution: of the usual two, the larger-b one, as the
-    notebook's curve_fit finds from (1, 1, 1).
-    x=[1/5, 1, 3], y=[1.0711, 1, 0.9172] -> (2.665, 1.250, 0.803) (the notebook's common_crawl, rounded).
-    """
-    x, y = _check("x", x, min_len=3), _check("y", y, min_len=3)
-    if not len(x) == len(y) == 3:
-        raise ValueError(f"need exactly three points, one y per x; got {len(x)} x and {len(y)} y")
-    if np.any(x < 0):
-        raise ValueError(f"x must be >= 0 (amounts relative to the base share), got {x}")
-    order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
-    if not (x[0] < x[1] < x[2] and y[0] > y[1] > y[2]):
-        raise ValueError(f"three points need distinct x and a loss that falls as x grows, got x={x}, y={y}")
-    return _fit_three(x, y)
 
 
 # --- DDO: the best amounts for a fixed total ----------------------------------------------------
