@@ -114,7 +114,7 @@ def flag(args, key):
     return next(a.split("=", 1)[1] for a in reversed(args) if a.startswith(f"--{key}="))
 
 
-def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3, lr_power=0.0, names=CASES):
+def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), lr_power=0.0, names=CASES):
     """The grid of a size spec: (case, fraction, seed, train.py args) for baseline, CL, random-LTD and both.
 
     A run with budget fraction f stops at f * budget_steps * G * T effective tokens; its peak and final LR are
@@ -126,7 +126,7 @@ def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3
     cases = []
     for f in fractions:
         steps = max(1, int(f * spec["budget_steps"]))
-        lr = base_lr * (1 / f) ** lr_power  # peak LR for this budget
+        lr = 2e-3 * (1 / f) ** lr_power  # peak LR for this budget (train.py's default at f = 1)
         common = spec["model"] + [f"--max_tokens={steps * G * T}", "--max_iters=0", f"--learning_rate={lr!r}",
                                   f"--min_lr={lr / 10!r}", f"--warmup_iters={max(1, steps // 50)}",
                                   f"--eval_interval={max(1, steps // 6)}", "--eval_samples=640",
