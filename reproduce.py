@@ -67,9 +67,7 @@ def check_passes(amounts, have, names, what, fix):
 
 def train_run(args, log=None):
     """One train.py run from its --key=value flags, printing to stdout or to the file log -> (config, results).
-
-    Never --device: train.py's default picks cuda:LOCAL_RANK on a GPU machine, else the CPU.
-    """
+    Never --device: train.py's default picks cuda:LOCAL_RANK on a GPU machine, else the CPU."""
     cfg = config.parse_args(args)
     with open(log, "w") if log else contextlib.nullcontext(sys.stdout) as f, contextlib.redirect_stdout(f):
         return cfg, train.train(cfg)
@@ -117,10 +115,9 @@ def flag(args, key):
 def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), lr_power=0.0, names=CASES):
     """The grid of a size spec: (case, fraction, seed, train.py args) for baseline, CL, random-LTD and both.
 
-    A run with budget fraction f stops at f * budget_steps * G * T effective tokens; its peak and final LR are
-    scaled by (1 / f) ** lr_power (0, the default: no scaling, which did best at CPU scale; 1: as the data
-    efficiency paper scaled LR with the data used). Its schedules are train.py's defaults, which follow the run's
-    budget: curricula over the first 40% of its f * budget_steps, random-LTD's kept length over the first 60%.
+    A run with budget fraction f stops at f * budget_steps * G * T effective tokens, its peak and final LR scaled
+    by (1 / f) ** lr_power (0: none, which did best at CPU scale; 1: as the paper). Its schedules are train.py's
+    defaults, which fit its budget: curricula over the first 40% of its steps, random-LTD's kept length over 60%.
     """
     T, G = int(flag(spec["model"], "block_size")), int(flag(spec["model"], "batch_size"))
     cases = []
