@@ -15,10 +15,9 @@ amount relative to its base share and y the validation loss (or perplexity) divi
 
 But:
 - the maths only, in numpy: reproduce_autoscale.py runs the procedure with train.py and prints its table;
-- three points are fitted exactly (one equation in b after eliminating a and c, by bisection), not by
+- the three points are fitted exactly (one equation in b after eliminating a and c, by bisection), not by
   scipy's curve_fit; of the two exact solutions we return the larger-b one, which is what curve_fit from
   its start (1, 1, 1) finds on all seven domains of the notebook;
-- more than three points: our own Levenberg-Marquardt least squares from (1, 1, 1), numpy only;
 - the DDO optimum is exact (bisection on the KKT multiplier), for all domains and the lower bound at once;
   the notebook pins GitHub at 0.2 by hand, then runs 10,000 projected-gradient steps;
 - the notebook's fit uses x = 1/5 for the reduced runs while its text and plots say 1/3;
@@ -62,8 +61,23 @@ def _a_given_b(b, x0, x1, d01):
     return np.where(reachable, np.exp(0.5 * (lo + hi)) - x0, np.nan)
 
 
-def _fit_three(x, y):
-    """The exact fit through three points with x0 < x1 < x2 and y0 > y1 > y2 (larger-b root)."""
+def fit_power_law(x, y):
+    """(a, b, c) with y = (x + a) ** -b + c through a domain's three points (down, base, up in any order).
+
+    x: the domain's amount relative to its base share (base run x = 1); y: loss / base loss.
+    y may be loss or perplexity. The exact solution: of the usual two, the larger-b one, as the
+    notebook's curve_fit finds from (1, 1, 1); a is solved from the first two points for each b.
+    x=[1/5, 1, 3], y=[1.0711, 1, 0.9172] -> (2.665, 1.250, 0.803) (the notebook's common_crawl, rounded).
+    """
+    x, y = _check("x", x, min_len=3), _check("y", y, min_len=3)
+    if not len(x) == len(y) == 3:
+        raise ValueError(f"need exactly three points, one y per x; got {len(x)} x and {len(y)} y")
+    if np.any(x < 0):
+        raise ValueError(f"x must be >= 0 (amounts relative to the base share), got {x}")
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    if not (x[0] < x[1] < x[2] and y[0] > y[1] > y[2]):
+        raise ValueError(f"three points need distinct x and a loss that falls as x grows, got x={x}, y={y}")
     d01, d12 = y[0] - y[1], y[1] - y[2]
 
     def h(b):  # second equation, with a solved from the first: zero at an exact fit
@@ -75,7 +89,7 @@ def _fit_three(x, y):
     brackets = np.flatnonzero(np.isfinite(hg[:-1]) & np.isfinite(hg[1:]) & (np.sign(hg[:-1]) != np.sign(hg[1:])))
     if len(brackets) == 0:
         raise ValueError(f"no power law (x + a) ** -b + c passes through x={x}, y={y} (it needs a decreasing, "
-                         "convex loss); re-measure the runs or pass more than three points for a least-squares fit")
+                         "convex loss); re-measure the runs")
     k = brackets[-1]  # the larger-b solution, as curve_fit finds it
     lo, hi, sign_lo = grid[k], grid[k + 1], np.sign(hg[k])
     for _ in range(64):  # the bracket spans a factor 1.02: 64 halvings reach rounding
@@ -84,58 +98,6 @@ def _fit_three(x, y):
     b = np.sqrt(lo * hi)
     a = _a_given_b(np.array([b]), x[0], x[1], d01)[0]
     c = np.mean(y - (x + a) ** -b)  # the three residuals agree to rounding
-    return float(a), float(b), float(c)
-
-
-def _fit_least_squares(x, y, max_iter=2000):
-    """Levenberg-Marquardt on sum (power_law(x) - y) ** 2 from (a, b, c) = (1, 1, 1)."""
-    theta, mu = np.array([1.0, 1.0, 1.0]), 1e-3
-    for _ in range(max_iter):
-        a, b, c = theta
-        u = (x + a) ** -b
-        r = u + c - y  # residuals, (n,)
-        J = np.stack([-b * u / (x + a), -np.log(x + a) * u, np.ones_like(x)], axis=1)  # d r / d(a, b, c), (n, 3)
-        H, g = J.T @ J, J.T @ r
-        D = np.diag(np.maximum(np.diag(H), 1e-12 * np.diag(H).max()))  # Marquardt scaling, kept positive
-        new = theta + np.linalg.solve(H + mu * D, -g)  # damped Gauss-Newton step
-        with np.errstate(invalid="ignore", over="ignore"):  # subtle: x + a <= 0 gives nan, rejected below
-            cost, new_cost = r @ r, np.sum(((x + new[0]) ** -new[1] + new[2] - y) ** 2)
-        if x.min() + new[0] > 0 and new_cost < cost:
-            theta, mu = new, max(mu / 10, 1e-12)
-            if cost - new_cost <= 1e-14 * cost:  # the relative decrease has stalled
-                return theta
-        else:
-            mu *= 10  # reject: lean towards gradient descent
-            if mu > 1e16:
-                return theta  # no step lowers the cost: a (local) minimum
-    raise ValueError(f"power-law least squares did not converge in {max_iter} steps for x={x}, y={y}: "
-                     "too flat or noisy; spread the factors wider or re-measure")
-
-
-def fit_power_law(x, y):
-    """(a, b, c) with y = (x + a) ** -b + c through a domain's points.
-
-    x: the domain's amount relative to its base share (base run x = 1); y: loss / base loss.
-    y may be loss or perplexity. Three points: the exact solution (of the usual two, the larger-b
-    one, as the notebook's curve_fit finds from (1, 1, 1)); more: least squares from (1, 1, 1).
-    x=[1/5, 1, 3], y=[1.0711, 1, 0.9172] -> (2.665, 1.250, 0.803) (the notebook's common_crawl, rounded).
-    """
-    x, y = _check("x", x, min_len=3), _check("y", y, min_len=3)
-    if len(x) != len(y):
-        raise ValueError(f"x and y differ in length ({len(x)} vs {len(y)}); pass one y per x")
-    if np.any(x < 0):
-        raise ValueError(f"x must be >= 0 (amounts relative to the base share), got {x}")
-    order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
-    if len(x) == 3:
-        if not (x[0] < x[1] < x[2] and y[0] > y[1] > y[2]):
-            raise ValueError(f"three points need distinct x and a loss that falls as x grows, got x={x}, y={y}")
-        return _fit_three(x, y)
-    if np.cov(x, y)[0, 1] >= 0:
-        raise ValueError(f"the loss does not fall as this domain grows (x={x}, y={y}); DDO needs b > 0")
-    a, b, c = _fit_least_squares(x, y)
-    if not b > 0:
-        raise ValueError(f"the fitted loss does not fall as this domain grows (b={b:.3g}); DDO needs b > 0")
     return float(a), float(b), float(c)
 
 

@@ -38,7 +38,7 @@ import train
 from config import opt
 from model import GPT, GPTConfig
 
-# --- shared with reproduce_autoscale.py: lists of numbers, the one-pass refusal, one train.py run ----------------
+# --- shared with reproduce_autoscale.py: lists of numbers, the one-pass refusal, a train.py run, main ------------
 
 
 def numbers(name, text):
@@ -67,12 +67,19 @@ def check_passes(amounts, have, names, what, fix):
 
 def train_run(args, log=None):
     """One train.py run from its --key=value flags, printing to stdout or to the file log -> (config, results).
-
-    Never --device: train.py's default picks cuda:LOCAL_RANK on a GPU machine, else the CPU.
-    """
+    Never --device: train.py's default picks cuda:LOCAL_RANK on a GPU machine, else the CPU."""
     cfg = config.parse_args(args)
     with open(log, "w") if log else contextlib.nullcontext(sys.stdout) as f, contextlib.redirect_stdout(f):
         return cfg, train.train(cfg)
+
+
+def cli(run, cls, prog, usage, argv):
+    """run(argv parsed into the dataclass cls), bad input as one line on stderr and exit 1, no traceback."""
+    try:
+        return run(config.parse(cls, sys.argv[1:] if argv is None else argv, prog, usage))
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 # --- DeepSpeed's Table 7 grid, at one size or at each tokens-per-parameter ratio ---------------------------------
@@ -89,7 +96,7 @@ RATIO_WIDTHS = ((3, 128), (10, 96), (30, 64), (100, 48), (300, 32))  # tokens pe
 
 @dataclass
 class GridConfig:
-    size: str = opt("cpu", "cpu or gpu: model, batch and budget (either runs on any device)")
+    size: str = opt("cpu", "cpu or gpu: model, batch and budget (either runs on any device)", choices=SIZES)
     data_dir: str = opt("", 'a prepared corpus; "" = the standard library, prepared on first use')
     out_dir: str = opt("out_reproduce", "train.py's out_dir for every run")
     seeds: str = opt("1337,1338", "comma-separated seeds: every case once per seed")
@@ -105,19 +112,18 @@ def flag(args, key):
     return next(a.split("=", 1)[1] for a in reversed(args) if a.startswith(f"--{key}="))
 
 
-def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), base_lr=2e-3, lr_power=0.0, names=CASES):
+def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), lr_power=0.0, names=CASES):
     """The grid of a size spec: (case, fraction, seed, train.py args) for baseline, CL, random-LTD and both.
 
-    A run with budget fraction f stops at f * budget_steps * G * T effective tokens; its peak and final LR are
-    scaled by (1 / f) ** lr_power (0, the default: no scaling, which did best at CPU scale; 1: as the data
-    efficiency paper scaled LR with the data used). Its schedules are train.py's defaults, which follow the run's
-    budget: curricula over the first 40% of its f * budget_steps, random-LTD's kept length over the first 60%.
+    A run with budget fraction f stops at f * budget_steps * G * T effective tokens, its peak and final LR scaled
+    by (1 / f) ** lr_power (0: none, which did best at CPU scale; 1: as the paper). Its schedules are train.py's
+    defaults, which fit its budget: curricula over the first 40% of its steps, random-LTD's kept length over 60%.
     """
     T, G = int(flag(spec["model"], "block_size")), int(flag(spec["model"], "batch_size"))
     cases = []
     for f in fractions:
         steps = max(1, int(f * spec["budget_steps"]))
-        lr = base_lr * (1 / f) ** lr_power  # peak LR for this budget
+        lr = 2e-3 * (1 / f) ** lr_power  # peak LR for this budget (train.py's default at f = 1)
         common = spec["model"] + [f"--max_tokens={steps * G * T}", "--max_iters=0", f"--learning_rate={lr!r}",
                                   f"--min_lr={lr / 10!r}", f"--warmup_iters={max(1, steps // 50)}",
                                   f"--eval_interval={max(1, steps // 6)}", "--eval_samples=640",
@@ -173,8 +179,6 @@ def grid(a):
     """The grid at one size, or at each tokens-per-parameter ratio -> {label: {(case, fraction): [results of each
     seed: train.train's dict with its "passes" over the train split]}}."""
     names = ("baseline", "CL + random-LTD") if a.ratios else tuple(a.cases.split(","))
-    if a.size not in SIZES:
-        raise ValueError(f"--size={a.size} unknown; use one of {', '.join(SIZES)}")
     if "baseline" not in names or not set(names) <= set(CASES):
         raise ValueError(f"--cases={a.cases}: give a subset of {', '.join(CASES)} with baseline (the reference)")
     specs = {f"{r:g} tokens per parameter": ratio_spec(r, dict(RATIO_WIDTHS).get(int(r), 64))
@@ -198,11 +202,7 @@ def grid(a):
 
 
 def main(argv=None):
-    try:
-        return grid(config.parse(GridConfig, sys.argv[1:] if argv is None else argv, "reproduce.py", USAGE))
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)  # one line, no traceback
-        sys.exit(1)
+    return cli(grid, GridConfig, "reproduce.py", USAGE, argv)
 
 
 USAGE = __doc__.split("\n\n")[1]  # the command lines at the top, for --help

@@ -20,7 +20,6 @@ But:
 
 import functools
 import os
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +29,7 @@ import data
 import mixture
 import train
 from config import opt
-from reproduce import check_passes, flag, numbers, seed_list, train_run
+from reproduce import check_passes, cli, flag, numbers, seed_list, train_run
 from sampler import domain_counts
 
 MODEL = ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=64", "--batch_size=24", "--threads=1"]
@@ -45,7 +44,8 @@ class AutoScaleConfig:
     seeds: str = opt("1,2", "comma-separated seeds; every target run once per seed, the small runs with the first")
     factors: str = opt("1/3,3", "down,up: each domain's amount times these in the perturbed runs (0 < down < 1 < up)")
     lower: float = opt(0.2, "DDO lower bound on every domain's amount, relative to its base share (0 < lower < 1)")
-    target: str = opt("balanced", "target loss: balanced (mean over domains) or natural (weighted by val shares)")
+    target: str = opt("balanced", "target loss: balanced (mean over domains) or natural (weighted by val shares)",
+                      choices=("balanced", "natural"))
     eval_per_domain: int = opt(400, "val windows per domain for the per-domain losses (evenly spread, fixed)")
     data_dir: str = opt("", 'a corpus prepared with domains (data.py --domain); "" = the standard library\'s')
     out_dir: str = opt("out-mixture", "one sub-directory per run, with its train.log")
@@ -143,9 +143,8 @@ def autoscale(trainer, names, a, train_tokens, target_w):
     """
     m, seeds, domains = len(names), seed_list(a.seeds), [f"domain {d}" for d in names]
     fix, budget = "lower --n1, --n2 or --t, or give that domain more text", round(a.n1 * (a.n2 / a.n1) ** a.t)
-    for N, key in ((a.n1, "n1"), (a.n2, "n2")):
-        for amounts in mixture.perturbed_amounts(np.full(m, N / m), numbers("factors", a.factors)):
-            check_passes(amounts, train_tokens, domains, f"a run at scale {key}", fix)
+    for amounts in mixture.perturbed_amounts(np.full(m, a.n2 / m), numbers("factors", a.factors)):  # n1's are less
+        check_passes(amounts, train_tokens, domains, "a run at scale n2", fix)
     check_passes(np.full(m, budget / m), train_tokens, domains, "the uniform target run", fix)
     run = functools.partial(one_run, trainer, target_w=np.asarray(target_w, dtype=float), train_tokens=train_tokens)
     scales = [run_scale(run, N, names, a, key) for N, key in ((a.n1, "n1"), (a.n2, "n2"))]
@@ -167,35 +166,32 @@ def autoscale(trainer, names, a, train_tokens, target_w):
     return {"scales": scales, "predicted": predicted, "budget": budget, "weightings": weightings, "target": target}
 
 
+def experiment(a):
+    """Check a's values, read the corpus's domains, and run the whole procedure with train.py."""
+    if not 0 < a.n1 < a.n2:
+        raise ValueError(f"need 0 < --n1 < --n2, got --n1={a.n1} --n2={a.n2}; the second scale must be larger")
+    if not (np.isfinite(a.t) and a.t > 0):
+        raise ValueError(f"--t={a.t} must be a positive number of scale steps (2: the target N1 * (N2 / N1) ** 2)")
+    if not 0 < a.lower < 1:
+        raise ValueError(f"--lower={a.lower} must be in (0, 1): above 0 so n1 * (n2 / n1) ** t is defined, "
+                         "below 1 (the base share) so there is something to optimise")
+    if a.eval_per_domain < 1:
+        raise ValueError(f"--eval_per_domain={a.eval_per_domain} must be at least 1")
+    mine = [f for f in a.train_args.split() if f.lstrip("-").split("=")[0] in SET_PER_RUN]
+    if mine:
+        raise ValueError(f"--train_args sets {' '.join(mine)}, which every run sets for itself; drop it")
+    args = MODEL + [f"--data_dir={a.data_dir}"] + a.train_args.split()  # every run's, before its own flags
+    names, train_tokens, eval_ids, val_share = domain_data(a.data_dir, int(flag(args, "block_size")),
+                                                           a.eval_per_domain)
+    target_w = np.full(len(names), 1 / len(names)) if a.target == "balanced" else val_share
+    print(f"domains {', '.join(names)}: {', '.join(f'{v:,}' for v in train_tokens)} training tokens; "
+          f"val shares {', '.join(f'{v:.3f}' for v in val_share)}; train.py {' '.join(args)}")
+    trainer = functools.partial(domain_run, args, a.out_dir, names, eval_ids)
+    return autoscale(trainer, names, a, train_tokens, target_w)
+
+
 def main(argv=None):
-    try:
-        a = config.parse(AutoScaleConfig, sys.argv[1:] if argv is None else argv, "reproduce_autoscale.py", USAGE)
-        if not 0 < a.n1 < a.n2:
-            raise ValueError(f"need 0 < --n1 < --n2, got --n1={a.n1} --n2={a.n2}; the second scale must be larger")
-        if not (np.isfinite(a.t) and a.t > 0):
-            raise ValueError(f"--t={a.t} must be a positive number of scale steps (2: the target N1 * (N2 / N1) ** 2)")
-        if not 0 < a.lower < 1:
-            raise ValueError(f"--lower={a.lower} must be in (0, 1): above 0 so n1 * (n2 / n1) ** t is defined, "
-                             "below 1 (the base share) so there is something to optimise")
-        if a.target not in ("balanced", "natural"):
-            raise ValueError(f"--target={a.target} unknown; use balanced (mean over domains) or natural (val shares)")
-        if a.eval_per_domain < 1:
-            raise ValueError(f"--eval_per_domain={a.eval_per_domain} must be at least 1")
-        mine = [f for f in a.train_args.split() if f.lstrip("-").split("=")[0] in SET_PER_RUN]
-        if mine:
-            raise ValueError(f"--train_args sets {' '.join(mine)}, which every run sets for itself; drop it")
-        seed_list(a.seeds)  # mixture.perturbed_amounts checks --factors and train.py the rest, before any training
-        args = MODEL + [f"--data_dir={a.data_dir}"] + a.train_args.split()  # every run's, before its own flags
-        names, train_tokens, eval_ids, val_share = domain_data(a.data_dir, int(flag(args, "block_size")),
-                                                               a.eval_per_domain)
-        target_w = np.full(len(names), 1 / len(names)) if a.target == "balanced" else val_share
-        print(f"domains {', '.join(names)}: {', '.join(f'{v:,}' for v in train_tokens)} training tokens; "
-              f"val shares {', '.join(f'{v:.3f}' for v in val_share)}; train.py {' '.join(args)}")
-        trainer = functools.partial(domain_run, args, a.out_dir, names, eval_ids)
-        return autoscale(trainer, names, a, train_tokens, target_w)
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)  # one line, no traceback
-        sys.exit(1)
+    return cli(experiment, AutoScaleConfig, "reproduce_autoscale.py", USAGE, argv)
 
 
 USAGE = __doc__.split("\n\n")[1]  # the command line at the top, for --help

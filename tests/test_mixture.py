@@ -80,28 +80,6 @@ def test_fit_three_points_returns_the_larger_b_of_two_exact_solutions():
     np.testing.assert_allclose(power_law(x, a, b, c), y, rtol=0, atol=1e-14)
 
 
-def test_fit_more_points_recovers_parameters():
-    x = np.array([0.1, 1 / 3, 0.5, 1.0, 2.0, 3.0, 5.0])
-    for truth in [(2.0, 1.3, 0.8), (0.7, 0.4, 2.5)]:
-        assert fit_power_law(x, power_law(x, *truth)) == pytest.approx(truth, rel=1e-7)
-
-
-def test_fit_more_points_is_the_least_squares_minimum_with_noise():
-    x = np.array([0.2, 1 / 3, 0.5, 1.0, 2.0, 3.0])
-    y = power_law(x, 2.0, 1.3, 0.8) + np.random.default_rng(0).normal(0, 3e-3, len(x))
-    best = np.array(fit_power_law(x, y))
-
-    def sse(p):
-        return np.sum((power_law(x, *p) - y) ** 2)
-
-    assert sse(best) > 1e-6  # noisy: no exact fit, so the checks below are about a true minimum
-    for i in range(3):
-        for sign in (-1, 1):
-            moved = best.copy()
-            moved[i] += sign * 1e-4 * max(1.0, abs(best[i]))
-            assert sse(moved) > sse(best)
-
-
 def test_fit_reproduces_the_notebook_parameters():
     """DDO_example.ipynb: y = [loss down, base, loss up] / base loss at x = [1/5, 1, 3], one fit per domain."""
     fits = fit_perturbed(NOTEBOOK_AVG_PPL, NOTEBOOK_FACTORS)
@@ -223,13 +201,13 @@ X3 = [1 / 3, 1.0, 3.0]
 
 @pytest.mark.parametrize("call,match", [
     (lambda: fit_power_law([1.0, 2.0], [1.0, 0.9]), "at least 3"),
-    (lambda: fit_power_law(X3, [1.1, 1.0, 0.9, 0.8]), "differ in length"),
+    (lambda: fit_power_law(X3, [1.1, 1.0, 0.9, 0.8]), "exactly three points, one y per x; got 3 x and 4 y"),
     (lambda: fit_power_law(X3, [1.1, np.nan, 0.9]), "finite numbers"),
     (lambda: fit_power_law([-1.0, 1.0, 3.0], [1.1, 1.0, 0.9]), "x must be >= 0"),
     (lambda: fit_power_law(X3, [0.9, 1.0, 1.1]), "falls as x grows"),
     (lambda: fit_power_law([1.0, 1.0, 3.0], [1.1, 1.0, 0.9]), "distinct x"),
     (lambda: fit_power_law(X3, [1.01, 1.0, 0.9]), "no power law"),  # falling but concave
-    (lambda: fit_power_law([0.5, 1, 2, 3], [0.9, 1.0, 1.1, 1.2]), "does not fall"),
+    (lambda: fit_power_law([0.5, 1, 2, 3], [0.9, 1.0, 1.1, 1.2]), "exactly three points"),
     (lambda: ddo_optimum([(1.0, 1.0)], 7.0, 0.2), "triples"),
     (lambda: ddo_optimum([(1.0, -1.0, 0.0), (1.0, 1.0, 0.0)], 7.0, 0.2), "b must be > 0"),
     (lambda: ddo_optimum(NOTEBOOK_PARAMS, 1.0, 0.2), "total >= 7 \\* lower"),

@@ -164,7 +164,7 @@ TINY = ["--eval_per_domain=8", "--train_args=--n_layer=1 --n_head=2 --n_embd=16 
     (["--factors=1/3,x"], "--factors='1/3,x' must be comma-separated numbers or fractions"),
     (["--lower=1"], "--lower=1.0 must be in \\(0, 1\\)"),
     (["--t=0"], "--t=0.0 must be a positive"),
-    (["--target=mean"], "--target=mean unknown"),
+    (["--target=mean"], "--target: invalid choice: .mean."),
     (["--eval_per_domain=0"], "--eval_per_domain=0 must be at least 1"),
     (["--n1=640", "--n2=1280", "--train_args=--n_head=3"], "--n_head=3 does not divide --n_embd=128"),  # 1st run
     (["--train_args=--seed=3"], "--train_args sets --seed=3, which every run sets for itself"),
