@@ -33,14 +33,14 @@ from launch import resolve_device
 from model import GPT, GPTConfig, compile_model
 from sampler import CurriculumSampler
 
-THREADS = (1, "torch intra-op threads (more than the free cores slows the cases unevenly)")
 DEVICE = ("auto", "auto (cuda:0 when torch sees a GPU, else cpu), cpu, cuda or cuda:N")
 ROUNDS = "timed rounds each, interleaved, after warm-up ones"
 
 
 # --- shared: options, device, interleaved rounds, tables, DeepSpeed ---------------------------------------------------
 def options(what, argv, **fields):
-    """`bench.py what`'s options from name=(default, help), read by config.parse; pins torch's intra-op threads."""
+    """`bench.py what`'s options from name=(default, help) and --threads, by config.parse; pins torch's threads."""
+    fields.setdefault("threads", (1, "torch intra-op threads (more than the free cores slows the cases unevenly)"))
     cls = make_dataclass(f"{what}_options", [(name, type(d), config.opt(d, h)) for name, (d, h) in fields.items()])
     a = config.parse(cls, argv, f"bench.py {what}")
     torch.set_num_threads(a.threads)
@@ -139,8 +139,7 @@ def bench_analyzer(args):
     """Seconds to score and sort the same first num_samples samples: ours, and DeepSpeed's when importable."""
     a = options("analyzer", args, data_dir=("", 'a prepared corpus; "" = the standard library'),
                 block_size=(128, "T"), num_samples=(50000, "analyze the first this many samples"),
-                num_workers=(1, "our worker processes, and DeepSpeed's num_threads"), threads=THREADS,
-                rounds=(5, ROUNDS))
+                num_workers=(1, "our worker processes, and DeepSpeed's num_threads"), rounds=(5, ROUNDS))
     data_dir, T, work = data.corpus_dir(a.data_dir), a.block_size, tempfile.mkdtemp(prefix="bench_analyzer_")
     src = data.SampleWindows(os.path.join(data_dir, "train.bin"), T)
     n, bin_path = min(a.num_samples, len(src)), os.path.join(work, "train.bin")
@@ -159,15 +158,9 @@ def bench_analyzer(args):
 
 
 # --- sampler: ours vs DeepSpeedDataSampler ---------------------------------------------------------------------------
-def our_sampler(N, G, entry, index_to_sample):
-    """-> next global batch of ids, drawn by our sampler under one DeepSpeed curriculum_metrics `entry`."""
-    ids = type("Ids", (), {"__len__": lambda self: N, "block_size": 1})()  # ids only: no tokens are read
-    index = {"m": {"index_to_sample": index_to_sample, "index_to_metric": None}}
-    return CurriculumSampler(ids, G, {"m": entry}, index).global_ids
-
-
 def deepspeed_sampler(deepspeed, entry, index_to_sample, work, N, G):
-    """The same for DeepSpeedDataSampler, with the sorted ids written under work in its layout."""
+    """-> next global batch of DeepSpeedDataSampler under one curriculum_metrics `entry`, the sorted ids written
+    under work in its layout."""
     from deepspeed.runtime.data_pipeline.data_sampling import utils
     from deepspeed.runtime.data_pipeline.data_sampling.data_sampler import DeepSpeedDataSampler
     path = os.path.join(work, "m_index_to_sample_percentile_merged")  # DeepSpeed's layout: 100 rows of sorted ids
@@ -185,17 +178,19 @@ def bench_sampler(args):
     """ms per global batch on one percentile index of a random metric: a steady pool, and one growing each step."""
     a = options("sampler", args, num_samples=(1_000_000, "N, samples in the index"),
                 global_batch_size=(512, "ids per global batch"), steps=(200, "batches per round in the steady case"),
-                threads=THREADS, rounds=(6, ROUNDS))
+                rounds=(6, ROUNDS))
     N, G = a.num_samples, a.global_batch_size
     index_to_sample = np.random.default_rng(0).permutation(N).astype(np.int64)  # a random metric's sorted index
     grow = 98 // (a.rounds + 1)  # each round draws the next `grow` steps of one run that admits 1% more per step
     linear = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
               "schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 99, "difficulty_step": 1}}
     steady = dict(linear, min_difficulty=50, schedule_config={"total_curriculum_step": 10**9, "difficulty_step": 1})
+    ids = type("Ids", (), {"__len__": lambda self: N, "block_size": 1})()  # ids only: no tokens are read
+    index = {"m": {"index_to_sample": index_to_sample, "index_to_metric": None}}
     deepspeed, work = deepspeed_init(29534), tempfile.mkdtemp(prefix="bench_sampler_")
     for pool, entry, k in (("steady pool (percentile 50)", steady, a.steps),
                            (f"pool growing by {N // 100:,} ids per step", linear, grow)):
-        draws = {"ours: CurriculumSampler": our_sampler(N, G, entry, index_to_sample)}
+        draws = {"ours: CurriculumSampler": CurriculumSampler(ids, G, {"m": entry}, index).global_ids}
         if deepspeed:
             draws["DeepSpeedDataSampler"] = deepspeed_sampler(deepspeed, entry, index_to_sample,
                                                               tempfile.mkdtemp(dir=work), N, G)
@@ -214,7 +209,7 @@ def bench_ltd(args):
     a = options("ltd", args, n_layer=(12, "transformer blocks"), n_head=(6, "attention heads"),
                 n_embd=(384, "residual width"), block_size=(512, "T"), batch_size=(4, "B"), vocab_size=(257, "V"),
                 modes=("eager", "eager and/or compiled"), ratios=("0.75,0.5,0.25", "kept ratios r/T to measure"),
-                iters=(6, ROUNDS), threads=THREADS, device=DEVICE)
+                iters=(6, ROUNDS), device=DEVICE)
     device, ctx, sync, where = on_device(a.device)
     torch.manual_seed(0)
     T, B = a.block_size, a.batch_size
@@ -256,7 +251,7 @@ def bench_dense(args):
     """A training step (forward, backward, clip, AdamW) of our GPT and nanoGPT's alike: {name: median seconds}."""
     a = options("dense", args, nanogpt=("", "path to karpathy/nanoGPT's model.py (not shipped here)"),
                 n_layer=(4, "transformer blocks"), n_head=(4, "attention heads"), n_embd=(128, "residual width"),
-                block_size=(128, "T"), batch_size=(16, "B"), iters=(30, ROUNDS), threads=THREADS, device=DEVICE)
+                block_size=(128, "T"), batch_size=(16, "B"), iters=(30, ROUNDS), device=DEVICE)
     device, ctx, sync, where = on_device(a.device)
     classes = {"ours (model.py)": (GPT, GPTConfig)}
     if a.nanogpt:
