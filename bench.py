@@ -56,9 +56,9 @@ def on_device(name):
             f"{torch.cuda.get_device_name(device)} bf16")
 
 
-def stated(where, threads, rounds, warmup):  # the end of each table's title
-    return f"{where}, torch {torch.__version__}, {threads} thread(s); median (min-max) of {rounds} interleaved " \
-           f"rounds after {warmup} warm-up"
+def stated(rounds, warmup=1, where="cpu"):  # the end of each table's title: what ran (threads as options pinned)
+    return f"{where}, torch {torch.__version__}, {torch.get_num_threads()} thread(s); median (min-max) of {rounds} " \
+           f"interleaved rounds after {warmup} warm-up"
 
 
 def interleaved(cases, rounds, warmup=1, sync=lambda: None):
@@ -151,8 +151,7 @@ def bench_analyzer(args):
         cases["DeepSpeed DataAnalyzer, 2 passes"] = lambda: deepspeed_analyzer(bin_path, T, a.num_workers,
                                                                                tempfile.mkdtemp(dir=work))
     times = interleaved(cases, a.rounds)
-    print(f"analyzer: vocab_rarity of {n:,} samples of {T}+1 tokens, {a.num_workers} worker(s), "
-          + stated("cpu", a.threads, a.rounds, 1))
+    print(f"analyzer: vocab_rarity of {n:,} samples of {T}+1 tokens, {a.num_workers} worker(s), " + stated(a.rounds))
     table(times, 1, "seconds", n * (T + 1), "tokens")
     shutil.rmtree(work)
 
@@ -195,8 +194,7 @@ def bench_sampler(args):
             draws["DeepSpeedDataSampler"] = deepspeed_sampler(deepspeed, entry, index_to_sample,
                                                               tempfile.mkdtemp(dir=work), N, G)
         rounds = {who: lambda draw=draw, k=k: [draw() for _ in range(k)] for who, draw in draws.items()}  # k batches
-        print(f"sampler, {pool}: {N:,} samples, global batch {G}, {k} batches a round; "
-              + stated("cpu", a.threads, a.rounds, 1))
+        print(f"sampler, {pool}: {N:,} samples, global batch {G}, {k} batches a round; " + stated(a.rounds))
         table(interleaved(rounds, a.rounds), 1000 / k, "ms per batch", G * k, "ids")
     shutil.rmtree(work)
 
@@ -235,7 +233,7 @@ def bench_ltd(args):
     times = interleaved({(m, k): lambda m=m, k=k: step(modes[m], k) for m in modes for k in keeps}, a.iters, 2, sync)
     med = {c: statistics.median(t) for c, t in times.items()}
     print(f"random-LTD, {a.n_layer} layers (dropping {len(model.ltd_layers)}), n_embd {a.n_embd}, T {T}, "
-          f"batch {B}, vocab {a.vocab_size}, " + stated(where, a.threads, a.iters, 2))
+          f"batch {B}, vocab {a.vocab_size}, " + stated(a.iters, 2, where))
     W = (8, 8, 5, 22, 10, 10, 10)
     row(W, "mode", "kept r/T", "r", "ms/step", "time ratio", "FLOP ratio", "efficiency")
     for m, k in times:
@@ -275,7 +273,7 @@ def bench_dense(args):
         cases[name] = lambda model=model, opt=opt: step(model, opt)
     times = interleaved(cases, a.iters, warmup=3, sync=sync)
     print(f"dense training step: {a.n_layer} layers, n_embd {a.n_embd}, T {a.block_size}, batch {a.batch_size}, "
-          + stated(where, a.threads, a.iters, 3))
+          + stated(a.iters, 3, where))
     table(times, 1000, "ms/step", a.batch_size * a.block_size, "tokens")
     return {name: statistics.median(t) for name, t in times.items()}
 
