@@ -33,14 +33,14 @@ from launch import resolve_device
 from model import GPT, GPTConfig, compile_model
 from sampler import CurriculumSampler
 
-THREADS = (1, "torch intra-op threads (more than the free cores slows the cases unevenly)")
 DEVICE = ("auto", "auto (cuda:0 when torch sees a GPU, else cpu), cpu, cuda or cuda:N")
 ROUNDS = "timed rounds each, interleaved, after warm-up ones"
 
 
 # --- shared: options, device, interleaved rounds, tables, DeepSpeed ---------------------------------------------------
 def options(what, argv, **fields):
-    """`bench.py what`'s options from name=(default, help), read by config.parse; pins torch's intra-op threads."""
+    """`bench.py what`'s options from name=(default, help) and --threads, by config.parse; pins torch's threads."""
+    fields.setdefault("threads", (1, "torch intra-op threads (more than the free cores slows the cases unevenly)"))
     cls = make_dataclass(f"{what}_options", [(name, type(d), config.opt(d, h)) for name, (d, h) in fields.items()])
     a = config.parse(cls, argv, f"bench.py {what}")
     torch.set_num_threads(a.threads)
@@ -56,9 +56,9 @@ def on_device(name):
             f"{torch.cuda.get_device_name(device)} bf16")
 
 
-def stated(where, threads, rounds, warmup):  # the end of each table's title
-    return f"{where}, torch {torch.__version__}, {threads} thread(s); median (min-max) of {rounds} interleaved " \
-           f"rounds after {warmup} warm-up"
+def stated(rounds, warmup=1, where="cpu"):  # the end of each table's title: what ran (threads as options pinned)
+    return f"{where}, torch {torch.__version__}, {torch.get_num_threads()} thread(s); median (min-max) of {rounds} " \
+           f"interleaved rounds after {warmup} warm-up"
 
 
 def interleaved(cases, rounds, warmup=1, sync=lambda: None):
@@ -139,8 +139,7 @@ def bench_analyzer(args):
     """Seconds to score and sort the same first num_samples samples: ours, and DeepSpeed's when importable."""
     a = options("analyzer", args, data_dir=("", 'a prepared corpus; "" = the standard library'),
                 block_size=(128, "T"), num_samples=(50000, "analyze the first this many samples"),
-                num_workers=(1, "our worker processes, and DeepSpeed's num_threads"), threads=THREADS,
-                rounds=(5, ROUNDS))
+                num_workers=(1, "our worker processes, and DeepSpeed's num_threads"), rounds=(5, ROUNDS))
     data_dir, T, work = data.corpus_dir(a.data_dir), a.block_size, tempfile.mkdtemp(prefix="bench_analyzer_")
     src = data.SampleWindows(os.path.join(data_dir, "train.bin"), T)
     n, bin_path = min(a.num_samples, len(src)), os.path.join(work, "train.bin")
@@ -152,22 +151,15 @@ def bench_analyzer(args):
         cases["DeepSpeed DataAnalyzer, 2 passes"] = lambda: deepspeed_analyzer(bin_path, T, a.num_workers,
                                                                                tempfile.mkdtemp(dir=work))
     times = interleaved(cases, a.rounds)
-    print(f"analyzer: vocab_rarity of {n:,} samples of {T}+1 tokens, {a.num_workers} worker(s), "
-          + stated("cpu", a.threads, a.rounds, 1))
+    print(f"analyzer: vocab_rarity of {n:,} samples of {T}+1 tokens, {a.num_workers} worker(s), " + stated(a.rounds))
     table(times, 1, "seconds", n * (T + 1), "tokens")
     shutil.rmtree(work)
 
 
 # --- sampler: ours vs DeepSpeedDataSampler ---------------------------------------------------------------------------
-def our_sampler(N, G, entry, index_to_sample):
-    """-> next global batch of ids, drawn by our sampler under one DeepSpeed curriculum_metrics `entry`."""
-    ids = type("Ids", (), {"__len__": lambda self: N, "block_size": 1})()  # ids only: no tokens are read
-    index = {"m": {"index_to_sample": index_to_sample, "index_to_metric": None}}
-    return CurriculumSampler(ids, G, {"m": entry}, index).global_ids
-
-
 def deepspeed_sampler(deepspeed, entry, index_to_sample, work, N, G):
-    """The same for DeepSpeedDataSampler, with the sorted ids written under work in its layout."""
+    """-> next global batch of DeepSpeedDataSampler under one curriculum_metrics `entry`, the sorted ids written
+    under work in its layout."""
     from deepspeed.runtime.data_pipeline.data_sampling import utils
     from deepspeed.runtime.data_pipeline.data_sampling.data_sampler import DeepSpeedDataSampler
     path = os.path.join(work, "m_index_to_sample_percentile_merged")  # DeepSpeed's layout: 100 rows of sorted ids
@@ -185,23 +177,24 @@ def bench_sampler(args):
     """ms per global batch on one percentile index of a random metric: a steady pool, and one growing each step."""
     a = options("sampler", args, num_samples=(1_000_000, "N, samples in the index"),
                 global_batch_size=(512, "ids per global batch"), steps=(200, "batches per round in the steady case"),
-                threads=THREADS, rounds=(6, ROUNDS))
+                rounds=(6, ROUNDS))
     N, G = a.num_samples, a.global_batch_size
     index_to_sample = np.random.default_rng(0).permutation(N).astype(np.int64)  # a random metric's sorted index
     grow = 98 // (a.rounds + 1)  # each round draws the next `grow` steps of one run that admits 1% more per step
     linear = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
               "schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 99, "difficulty_step": 1}}
     steady = dict(linear, min_difficulty=50, schedule_config={"total_curriculum_step": 10**9, "difficulty_step": 1})
+    ids = type("Ids", (), {"__len__": lambda self: N, "block_size": 1})()  # ids only: no tokens are read
+    index = {"m": {"index_to_sample": index_to_sample, "index_to_metric": None}}
     deepspeed, work = deepspeed_init(29534), tempfile.mkdtemp(prefix="bench_sampler_")
     for pool, entry, k in (("steady pool (percentile 50)", steady, a.steps),
                            (f"pool growing by {N // 100:,} ids per step", linear, grow)):
-        draws = {"ours: CurriculumSampler": our_sampler(N, G, entry, index_to_sample)}
+        draws = {"ours: CurriculumSampler": CurriculumSampler(ids, G, {"m": entry}, index).global_ids}
         if deepspeed:
             draws["DeepSpeedDataSampler"] = deepspeed_sampler(deepspeed, entry, index_to_sample,
                                                               tempfile.mkdtemp(dir=work), N, G)
         rounds = {who: lambda draw=draw, k=k: [draw() for _ in range(k)] for who, draw in draws.items()}  # k batches
-        print(f"sampler, {pool}: {N:,} samples, global batch {G}, {k} batches a round; "
-              + stated("cpu", a.threads, a.rounds, 1))
+        print(f"sampler, {pool}: {N:,} samples, global batch {G}, {k} batches a round; " + stated(a.rounds))
         table(interleaved(rounds, a.rounds), 1000 / k, "ms per batch", G * k, "ids")
     shutil.rmtree(work)
 
@@ -214,7 +207,7 @@ def bench_ltd(args):
     a = options("ltd", args, n_layer=(12, "transformer blocks"), n_head=(6, "attention heads"),
                 n_embd=(384, "residual width"), block_size=(512, "T"), batch_size=(4, "B"), vocab_size=(257, "V"),
                 modes=("eager", "eager and/or compiled"), ratios=("0.75,0.5,0.25", "kept ratios r/T to measure"),
-                iters=(6, ROUNDS), threads=THREADS, device=DEVICE)
+                iters=(6, ROUNDS), device=DEVICE)
     device, ctx, sync, where = on_device(a.device)
     torch.manual_seed(0)
     T, B = a.block_size, a.batch_size
@@ -240,7 +233,7 @@ def bench_ltd(args):
     times = interleaved({(m, k): lambda m=m, k=k: step(modes[m], k) for m in modes for k in keeps}, a.iters, 2, sync)
     med = {c: statistics.median(t) for c, t in times.items()}
     print(f"random-LTD, {a.n_layer} layers (dropping {len(model.ltd_layers)}), n_embd {a.n_embd}, T {T}, "
-          f"batch {B}, vocab {a.vocab_size}, " + stated(where, a.threads, a.iters, 2))
+          f"batch {B}, vocab {a.vocab_size}, " + stated(a.iters, 2, where))
     W = (8, 8, 5, 22, 10, 10, 10)
     row(W, "mode", "kept r/T", "r", "ms/step", "time ratio", "FLOP ratio", "efficiency")
     for m, k in times:
@@ -256,7 +249,7 @@ def bench_dense(args):
     """A training step (forward, backward, clip, AdamW) of our GPT and nanoGPT's alike: {name: median seconds}."""
     a = options("dense", args, nanogpt=("", "path to karpathy/nanoGPT's model.py (not shipped here)"),
                 n_layer=(4, "transformer blocks"), n_head=(4, "attention heads"), n_embd=(128, "residual width"),
-                block_size=(128, "T"), batch_size=(16, "B"), iters=(30, ROUNDS), threads=THREADS, device=DEVICE)
+                block_size=(128, "T"), batch_size=(16, "B"), iters=(30, ROUNDS), device=DEVICE)
     device, ctx, sync, where = on_device(a.device)
     classes = {"ours (model.py)": (GPT, GPTConfig)}
     if a.nanogpt:
@@ -280,7 +273,7 @@ def bench_dense(args):
         cases[name] = lambda model=model, opt=opt: step(model, opt)
     times = interleaved(cases, a.iters, warmup=3, sync=sync)
     print(f"dense training step: {a.n_layer} layers, n_embd {a.n_embd}, T {a.block_size}, batch {a.batch_size}, "
-          + stated(where, a.threads, a.iters, 3))
+          + stated(a.iters, 3, where))
     table(times, 1000, "ms/step", a.batch_size * a.block_size, "tokens")
     return {name: statistics.median(t) for name, t in times.items()}
 
