@@ -11,9 +11,8 @@ uses, reads one JSON-lines file). But:
   the positional paths form a last domain "other";
 - never read as input: the output directory, any directory holding a train.bin, files that are not text (a NUL
   byte or invalid UTF-8 in their first 8 KB) and duplicates (a path seen before, or its content under another name);
-- documents are split whole between train and val (split_documents), never by token, and streamed into token
-  files through one reused buffer (write_tokens);
-- files are read through np.memmap, so memory grows with the number of files, not with their bytes.
+- documents are split whole between train and val (split_documents), never by token, and streamed from np.memmap
+  into token files through one reused buffer (write_tokens): memory grows with the number of files, not their bytes.
 """
 
 import ast
