@@ -36,8 +36,7 @@ Doc = collections.namedtuple("Doc", "domain path text start stop", defaults=(Non
 
 def documents(paths, domains, installed, out_dir, verbose=True):
     """-> (domain names or None, kept [(doc, n_bytes)], skipped {reason: files}): the running Python's .py files
-    (no paths or domains, or installed=True) or the user's, each read once; the first of equal contents wins (a file
-    met twice is one of them); one line says what was skipped."""
+    (no paths or domains, or installed=True) or the user's, each read once, the first of equal contents kept."""
     if installed and (paths or domains):
         raise ValueError("--installed reads the Python installation: pass no paths or --domain with it")
     if installed or not (paths or domains):
@@ -144,8 +143,7 @@ def _topics(path):
 
 
 def user_documents(paths, domains):
-    """(domain names or None, documents) of files, directories (walked) and globs: `paths` alone have no domain;
-    with domains {name: [files, directories or globs]}, positional paths form a last domain named "other"."""
+    """(domain names or None, documents) of paths and domains {name: [files, directories (walked) or globs]}."""
     groups = {name: list(globs) for name, globs in (domains or {}).items()}
     if paths:
         groups.setdefault("other" if groups else None, []).extend(paths)
