@@ -11,9 +11,8 @@ uses, reads one JSON-lines file). But:
   the positional paths form a last domain "other";
 - never read as input: the output directory, any directory holding a train.bin, files that are not text (a NUL
   byte or invalid UTF-8 in their first 8 KB) and duplicates (a path seen before, or its content under another name);
-- documents are split whole between train and val (split_documents), never by token, and streamed into token
-  files through one reused buffer (write_tokens);
-- files are read through np.memmap, so memory grows with the number of files, not with their bytes.
+- documents are split whole between train and val (split_documents), never by token, and streamed from np.memmap
+  into token files through one reused buffer (write_tokens): memory grows with the number of files, not their bytes.
 """
 
 import ast
@@ -37,14 +36,27 @@ Doc = collections.namedtuple("Doc", "domain path text start stop", defaults=(Non
 
 def documents(paths, domains, installed, out_dir, verbose=True):
     """-> (domain names or None, kept [(doc, n_bytes)], skipped {reason: files}): the running Python's .py files
-    (no paths or domains, or installed=True) or the user's, each read once; one line says what was skipped."""
+    (no paths or domains, or installed=True) or the user's, each read once, the first of equal contents kept."""
     if installed and (paths or domains):
         raise ValueError("--installed reads the Python installation: pass no paths or --domain with it")
     if installed or not (paths or domains):
         names, docs = PYTHON_DOMAINS, python_documents(installed)
     else:
         names, docs = user_documents(paths, domains)
-    kept, skipped = scan(docs, out_dir, verbose)
+    out_real, seen, cache = os.path.join(os.path.realpath(out_dir), ""), set(), {}
+    kept, skipped = [], collections.Counter()
+    for doc in tqdm(docs, desc="scanning", unit="file", disable=None if verbose else True):  # bar on terminals only
+        real = os.path.realpath(doc.path) if doc.text is None else doc.path
+        reason = ("in the output directory" if real.startswith(out_real) else
+                  "in a prepared corpus" if doc.text is None and _in_corpus(os.path.dirname(real), cache) else None)
+        if reason is None:
+            reason, b, digest = _read(doc)
+            reason = reason or ("duplicate" if digest in seen else None)
+        if reason:
+            skipped[reason] += 1
+        else:
+            seen.add(digest)  # this content is a duplicate from now on
+            kept.append((doc, len(b)))
     why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
     if verbose and skipped:
         print(f"skipped {sum(skipped.values())} files: {why}")
@@ -131,8 +143,7 @@ def _topics(path):
 
 
 def user_documents(paths, domains):
-    """(domain names or None, documents) of files, directories (walked) and globs: `paths` alone have no domain;
-    with domains {name: [files, directories or globs]}, positional paths form a last domain named "other"."""
+    """(domain names or None, documents) of paths and domains {name: [files, directories (walked) or globs]}."""
     groups = {name: list(globs) for name, globs in (domains or {}).items()}
     if paths:
         groups.setdefault("other" if groups else None, []).extend(paths)
@@ -198,23 +209,3 @@ def _in_corpus(d, cache):
         parent = os.path.dirname(d)
         cache[d] = os.path.isfile(os.path.join(d, "train.bin")) or (parent != d and _in_corpus(parent, cache))
     return cache[d]
-
-
-def scan(docs, out_dir, verbose=True):
-    """Read every document once -> (kept [(doc, n_bytes)], skipped Counter {reason: files}). The first of equal
-    contents wins (a file met twice is one of them)."""
-    out_real, seen, cache = os.path.join(os.path.realpath(out_dir), ""), set(), {}
-    kept, skipped = [], collections.Counter()
-    for doc in tqdm(docs, desc="scanning", unit="file", disable=None if verbose else True):  # bar on terminals only
-        real = os.path.realpath(doc.path) if doc.text is None else doc.path
-        reason = ("in the output directory" if real.startswith(out_real) else
-                  "in a prepared corpus" if doc.text is None and _in_corpus(os.path.dirname(real), cache) else None)
-        if reason is None:
-            reason, b, digest = _read(doc)
-            reason = reason or ("duplicate" if digest in seen else None)
-        if reason:
-            skipped[reason] += 1
-        else:
-            seen.add(digest)  # this content is a duplicate from now on
-            kept.append((doc, len(b)))
-    return kept, skipped

@@ -201,9 +201,8 @@ def load_meta(data_dir, vocab_size=None):
 
 
 def fingerprint(data_dir):
-    """The corpus's content hash, for checkpoints to refuse a resume on other data (a nanoGPT directory is hashed)."""
-    meta = load_meta(data_dir) if os.path.exists(os.path.join(data_dir, "meta.json")) else {}
-    return meta.get("fingerprint") or scan_bins(data_dir)["fingerprint"]
+    """The corpus's content hash, for checkpoints to refuse a resume on other data (hashed if meta.json lacks it)."""
+    return load_meta(data_dir, 1 << 16).get("fingerprint") or scan_bins(data_dir)["fingerprint"]  # any uint16 id
 
 
 class SampleWindows:
