@@ -115,7 +115,7 @@ class CurriculumSampler:
     """This rank's batches of token windows: admission by the curriculum metrics, then the seqlen curriculum.
 
     windows: data.SampleWindows (len, block_size T, get(ids) -> (B, T+1), domains or None);
-    metrics: {name: DeepSpeed curriculum_metrics entry} (config.py checked them; seqlen_* included);
+    metrics: {name: DeepSpeed curriculum_metrics entry} (ds_config.py checked them; seqlen_* included);
     index: {name: {"index_to_sample", "index_to_metric"}} for every admission metric (analyzer.py);
     domain_weights: one weight per domain of windows.domains, summing to 1, or None.
     """
@@ -224,7 +224,7 @@ class CurriculumSampler:
                 "bags": [bag.ids[: bag.n].copy() for bag in self.bags], "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
-        assert len(state["bags"]) == len(self.bags), "config.py compares domain_weights before a resume"
+        assert len(state["bags"]) == len(self.bags), "checkpoint.py compares domain_weights before a resume"
         self.step = state["step"]  # subtle: no seed: the generator's state below is what the next draws follow
         self.key = None if state["key"] is None else tuple(state["key"])
         self.mask = self._pool_mask(self.key) if self.key is not None else np.zeros(self.N, dtype=bool)
