@@ -11,7 +11,6 @@ But:
 """
 
 import argparse
-import os
 import re
 from dataclasses import dataclass, field, fields
 
@@ -162,8 +161,6 @@ def check(cfg):
         raise ValueError("--cl_schedule=fixed_discrete needs --cl_discrete_difficulty=d1,d2,... "
                          "and --cl_discrete_max_step=s1,...")
     int_list("ltd_layers", cfg.ltd_layers)
-    if os.path.isdir(cfg.config):
-        raise ValueError(f"--config={cfg.config} is a directory; pass a DeepSpeed JSON file")
 
 
 def budget_steps(cfg, global_batch_size):

@@ -115,7 +115,7 @@ class CurriculumSampler:
     """This rank's batches of token windows: admission by the curriculum metrics, then the seqlen curriculum.
 
     windows: data.SampleWindows (len, block_size T, get(ids) -> (B, T+1), domains or None);
-    metrics: {name: DeepSpeed curriculum_metrics entry} (config.py checked them; seqlen_* included);
+    metrics: {name: DeepSpeed curriculum_metrics entry} (ds_config.py checked them; seqlen_* included);
     index: {name: {"index_to_sample", "index_to_metric"}} for every admission metric (analyzer.py);
     domain_weights: one weight per domain of windows.domains, summing to 1, or None.
     """
@@ -125,7 +125,7 @@ class CurriculumSampler:
         assert global_batch_size % world_size == 0, "every rank takes an equal slice of the global batch"
         metrics = metrics or {}
         self.windows, self.N, self.T, self.G = windows, len(windows), windows.block_size, global_batch_size
-        self.seed, self.rank, self.world_size = seed, rank, world_size
+        self.rank, self.world_size = rank, world_size
         self.schedules = {name: CurriculumScheduler(entry) for name, entry in metrics.items()}
         self.seqlen_name = next((name for name in metrics if name in SEQLEN_METRICS), None)
         self.curricula = [(name, e["difficulty_type"], e["max_difficulty"], index[name]["index_to_sample"],
@@ -133,13 +133,11 @@ class CurriculumSampler:
         self.rng = np.random.default_rng(seed)
         self.step, self.key = 0, None  # optimizer steps drawn so far; the difficulties of the current pool
         self.mask = np.zeros(self.N, dtype=bool)  # (N,) admitted samples
-        domains = getattr(windows, "domains", None) if domain_weights is not None else None
-        self.domains = None if domains is None else np.asarray(domains)
-        self.weights = None if domain_weights is None else np.asarray(domain_weights, dtype=np.float64)
-        self.counts = None if domain_weights is None else domain_counts(domain_weights, global_batch_size)
-        members = [np.arange(self.N)] if domains is None else [np.flatnonzero(self.domains == k)
-                                                                 for k in range(len(domain_weights))]
-        self.bags = [_Bag(m) for m in members]  # one pass per domain, or one over all samples
+        # without domain weights every sample is in domain 0, of weight 1: one pass over all samples
+        self.weights = np.ones(1) if domain_weights is None else np.asarray(domain_weights, dtype=np.float64)
+        self.domains = np.zeros(self.N, np.uint8) if domain_weights is None else np.asarray(windows.domains)  # (N,)
+        self.counts = domain_counts(self.weights, global_batch_size)  # count_k: ids of domain k in every batch
+        self.bags = [_Bag(np.flatnonzero(self.domains == k)) for k in range(len(self.weights))]  # one pass per domain
         self.sizes = np.zeros(len(self.bags), dtype=np.int64)  # admitted ids per bag
 
     def difficulties(self, step=None):
@@ -171,8 +169,8 @@ class CurriculumSampler:
 
     def _per_bag(self, ids):
         """How many of these ids belong to each bag."""
-        if self.domains is None:
-            return np.array([len(ids)])
+        if len(self.bags) == 1:
+            return np.array([len(ids)])  # subtle: one pass needs no gather of the ids' domains (a growing pool's cost)
         return np.bincount(self.domains[ids], minlength=len(self.bags))
 
     def _update_pool(self):
@@ -195,21 +193,19 @@ class CurriculumSampler:
             self.mask, self.sizes = new, self._per_bag(np.flatnonzero(new))
         self.key = key
         for k, bag in enumerate(self.bags):
-            bag.add(added if self.domains is None else added[self.domains[added] == k])  # they join this pass
+            bag.add(added if len(self.bags) == 1 else added[self.domains[added] == k])  # they join this pass
         if self.sizes.sum() == 0:
             raise ValueError(f"the curriculum admits no samples at step {self.step} ({d}); raise min_difficulty")
-        for k in np.flatnonzero((self.sizes == 0) & (self.weights > 0)) if self.weights is not None else ():
+        for k in np.flatnonzero((self.sizes == 0) & (self.weights > 0)):
             raise ValueError(f"domain {k} has weight {self.weights[k]:g} but no admitted samples at step "
                              f"{self.step} ({d}); give it weight 0 or raise min_difficulty")
 
     def global_ids(self):
         """(G,) int64 sample ids of the next step, the same on every rank."""
         self._update_pool()
-        if self.counts is None:
-            ids = self.bags[0].take(self.rng, self.G, self.mask)
-        else:  # count_k ids from each domain's pass, then mixed so every rank's slice holds every domain
-            ids = np.concatenate([bag.take(self.rng, n, self.mask) for bag, n in zip(self.bags, self.counts) if n])
-            self.rng.shuffle(ids)
+        ids = np.concatenate([bag.take(self.rng, n, self.mask) for bag, n in zip(self.bags, self.counts) if n])
+        if len(self.bags) > 1:
+            self.rng.shuffle(ids)  # mixed, so every rank's slice holds every domain
         self.step += 1
         return ids
 
@@ -224,12 +220,12 @@ class CurriculumSampler:
         return batch
 
     def state_dict(self):
-        return {"step": self.step, "seed": self.seed, "key": None if self.key is None else list(self.key),
+        return {"step": self.step, "key": None if self.key is None else list(self.key),
                 "bags": [bag.ids[: bag.n].copy() for bag in self.bags], "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
-        assert len(state["bags"]) == len(self.bags), "config.py compares domain_weights before a resume"
-        self.step, self.seed = state["step"], state["seed"]
+        assert len(state["bags"]) == len(self.bags), "checkpoint.py compares domain_weights before a resume"
+        self.step = state["step"]  # subtle: no seed: the generator's state below is what the next draws follow
         self.key = None if state["key"] is None else tuple(state["key"])
         self.mask = self._pool_mask(self.key) if self.key is not None else np.zeros(self.N, dtype=bool)
         self.sizes = self._per_bag(np.flatnonzero(self.mask))

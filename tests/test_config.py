@@ -49,7 +49,6 @@ def test_every_option_has_help_and_help_is_fast():
     (["--learning_rate=0"], "--learning_rate=0.0 must be positive"),
     (["--dropout=1"], "--dropout=1.0 must be below 1"),
     (["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete"], "needs --cl_discrete_difficulty"),
-    (["--config=tests"], "is a directory"),
     (["--nope=1"], "unknown option: --nope=1; see train.py --help"),
     (["--batch_size=abc"], "--batch_size: invalid int value: .abc."),
 ])
@@ -140,6 +139,8 @@ def test_config_file_not_json_or_not_an_object(tmp_path):
     (tmp_path / "list.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="must hold a JSON object"):
         data_efficiency(parse_args([f"--config={tmp_path / 'list.json'}"]), 16, KNOWN, [])
+    with pytest.raises(ValueError, match=r"is not a readable JSON file \(.*Is a directory.*\); pass a DeepSpeed JSON"):
+        data_efficiency(parse_args([f"--config={tmp_path}"]), 16, KNOWN, [])  # where it is opened, before any work
 
 
 def test_published_gpt3_recipe_config_maps_to_our_settings():

@@ -153,7 +153,7 @@ def test_seqlen_truncate_and_reshape_keep_the_right_tokens():
     assert seqlen_reshape(batch, 3).tolist()[:2] == [[0, 1, 2, 3], [3, 4, 5, 6]]  # T % L = 2 targets dropped
     assert seqlen_reshape(batch, 8).tolist() == batch.tolist()
     with pytest.raises(AssertionError, match="outside 1..8"):
-        seqlen_truncate(np.zeros((2, 9)), 9)  # config.py refuses such lengths with one line
+        seqlen_truncate(np.zeros((2, 9)), 9)  # ds_config.py refuses such lengths with one line
 
 
 def test_an_empty_pool_is_one_line():
