@@ -73,10 +73,11 @@ def train_run(args, log=None):
         return cfg, train.train(cfg)
 
 
-def cli(run, cls, prog, usage, argv):
-    """run(argv parsed into the dataclass cls), bad input as one line on stderr and exit 1, no traceback."""
+def cli(run, cls, prog, doc, argv):
+    """run(argv parsed into the dataclass cls), bad input as one line on stderr and exit 1, no traceback;
+    --help shows the command lines that open the script's docstring doc."""
     try:
-        return run(config.parse(cls, sys.argv[1:] if argv is None else argv, prog, usage))
+        return run(config.parse(cls, sys.argv[1:] if argv is None else argv, prog, doc.split("\n\n")[1]))
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
@@ -202,10 +203,7 @@ def grid(a):
 
 
 def main(argv=None):
-    return cli(grid, GridConfig, "reproduce.py", USAGE, argv)
-
-
-USAGE = __doc__.split("\n\n")[1]  # the command lines at the top, for --help
+    return cli(grid, GridConfig, "reproduce.py", __doc__, argv)
 
 if __name__ == "__main__":
     main()

@@ -191,10 +191,7 @@ def experiment(a):
 
 
 def main(argv=None):
-    return cli(experiment, AutoScaleConfig, "reproduce_autoscale.py", USAGE, argv)
-
-
-USAGE = __doc__.split("\n\n")[1]  # the command line at the top, for --help
+    return cli(experiment, AutoScaleConfig, "reproduce_autoscale.py", __doc__, argv)
 
 if __name__ == "__main__":
     main()
