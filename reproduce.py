@@ -205,5 +205,6 @@ def grid(a):
 def main(argv=None):
     return cli(grid, GridConfig, "reproduce.py", __doc__, argv)
 
+
 if __name__ == "__main__":
     main()

@@ -193,5 +193,6 @@ def experiment(a):
 def main(argv=None):
     return cli(experiment, AutoScaleConfig, "reproduce_autoscale.py", __doc__, argv)
 
+
 if __name__ == "__main__":
     main()
