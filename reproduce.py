@@ -74,8 +74,7 @@ def train_run(args, log=None):
 
 
 def cli(run, cls, prog, doc, argv):
-    """run(argv parsed into the dataclass cls), bad input as one line on stderr and exit 1, no traceback;
-    --help shows the command lines that open the script's docstring doc."""
+    """run(argv parsed into the dataclass cls; --help shows doc's command lines), bad input as one line, exit 1."""
     try:
         return run(config.parse(cls, sys.argv[1:] if argv is None else argv, prog, doc.split("\n\n")[1]))
     except (ValueError, OSError) as e:
