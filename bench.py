@@ -241,7 +241,7 @@ def bench_ltd(args):
         eff = (1 - tr) / (1 - fr) if k < T else float("nan")
         row(W, m, f"{k / T:.2f}", k, med_range(times[m, k], 1000), f"{tr:.3f}", f"{fr:.3f}", f"{eff:.2f}")
     m = next(iter(modes))
-    return {k: (med[m, k] / med[m, T], flops[k] / flops[T]) for k in keeps}  # r -> (time ratio, FLOP ratio), 1st mode
+    return {k: (med[m, k] / med[m, T], flops[k] / flops[T]) for k in keeps}
 
 
 # --- dense training step: ours vs nanoGPT's model at the same config ------------------------------------------------

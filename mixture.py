@@ -64,9 +64,8 @@ def _a_given_b(b, x0, x1, d01):
 def fit_power_law(x, y):
     """(a, b, c) with y = (x + a) ** -b + c through a domain's three points (down, base, up in any order).
 
-    x: the domain's amount relative to its base share (base run x = 1); y: loss / base loss.
-    y may be loss or perplexity. The exact solution: of the usual two, the larger-b one, as the
-    notebook's curve_fit finds from (1, 1, 1); a is solved from the first two points for each b.
+    x: the domain's amount relative to its base share (base run x = 1); y: loss or perplexity / the base run's.
+    Exact: a is solved from the first two points for each b; of two solutions, the larger-b one (see "But:").
     x=[1/5, 1, 3], y=[1.0711, 1, 0.9172] -> (2.665, 1.250, 0.803) (the notebook's common_crawl, rounded).
     """
     x, y = _check("x", x, min_len=3), _check("y", y, min_len=3)

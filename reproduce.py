@@ -73,10 +73,10 @@ def train_run(args, log=None):
         return cfg, train.train(cfg)
 
 
-def cli(run, cls, prog, usage, argv):
-    """run(argv parsed into the dataclass cls), bad input as one line on stderr and exit 1, no traceback."""
+def cli(run, cls, prog, doc, argv):
+    """run(argv parsed into the dataclass cls; --help shows doc's command lines), bad input as one line, exit 1."""
     try:
-        return run(config.parse(cls, sys.argv[1:] if argv is None else argv, prog, usage))
+        return run(config.parse(cls, sys.argv[1:] if argv is None else argv, prog, doc.split("\n\n")[1]))
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
@@ -202,10 +202,8 @@ def grid(a):
 
 
 def main(argv=None):
-    return cli(grid, GridConfig, "reproduce.py", USAGE, argv)
+    return cli(grid, GridConfig, "reproduce.py", __doc__, argv)
 
-
-USAGE = __doc__.split("\n\n")[1]  # the command lines at the top, for --help
 
 if __name__ == "__main__":
     main()

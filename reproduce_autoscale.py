@@ -191,10 +191,8 @@ def experiment(a):
 
 
 def main(argv=None):
-    return cli(experiment, AutoScaleConfig, "reproduce_autoscale.py", USAGE, argv)
+    return cli(experiment, AutoScaleConfig, "reproduce_autoscale.py", __doc__, argv)
 
-
-USAGE = __doc__.split("\n\n")[1]  # the command line at the top, for --help
 
 if __name__ == "__main__":
     main()

@@ -18,10 +18,6 @@ from ds_config import from_flags
 TINY = {"model": ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=16", "--batch_size=4"], "budget_steps": 2}
 
 
-def flag(args, key):
-    return next(a.split("=", 1)[1] for a in args if a.startswith(f"--{key}="))
-
-
 def schedules(args):
     """(total_curriculum_step of vocab_rarity, require_steps of random-LTD) that train.py derives from args."""
     cfg = parse_args(args)
@@ -45,7 +41,7 @@ def test_reproduce_cases_budgets_and_lr_scaling():
     assert schedules(full) == (1, 1)
     cpu = reproduce.reproduce_cases(reproduce.SIZES["cpu"], seeds=(1,), lr_power=1.0)
     cl_half = [c[3] for c in cpu if c[0] == "CL" and c[1] == 0.5][0]
-    assert schedules(cl_half) == (int(0.4 * 600), None) and flag(cl_half, "max_tokens") == str(600 * 16 * 128)
+    assert schedules(cl_half) == (int(0.4 * 600), None) and reproduce.flag(cl_half, "max_tokens") == str(600 * 16 * 128)
     assert schedules([c[3] for c in cpu if c[0] == "random-LTD" and c[1] == 1.0][0]) == (None, int(0.6 * 1200))
 
 
