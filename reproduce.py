@@ -181,10 +181,13 @@ def grid(a):
     names = ("baseline", "CL + random-LTD") if a.ratios else tuple(a.cases.split(","))
     if "baseline" not in names or not set(names) <= set(CASES):
         raise ValueError(f"--cases={a.cases}: give a subset of {', '.join(CASES)} with baseline (the reference)")
+    fracs, ratios = numbers("fractions", a.fractions), numbers("ratios", a.ratios)
+    if not fracs or min(fracs + ratios) <= 0:
+        raise ValueError(f"--fractions={a.fractions} --ratios={a.ratios}: give numbers above 0, e.g. --fractions=1,0.5")
     specs = {f"{r:g} tokens per parameter": ratio_spec(r, dict(RATIO_WIDTHS).get(int(r), 64))
-             for r in numbers("ratios", a.ratios)} or {f"size {a.size}": SIZES[a.size]}
-    plans = {label: reproduce_cases(spec, numbers("fractions", a.fractions), seed_list(a.seeds), lr_power=a.lr_power,
-                                    names=names) for label, spec in specs.items()}
+             for r in ratios} or {f"size {a.size}": SIZES[a.size]}
+    plans = {label: reproduce_cases(spec, fracs, seed_list(a.seeds), lr_power=a.lr_power, names=names)
+             for label, spec in specs.items()}
     haves = {label: check_one_pass(cases, a.data_dir, a.allow_repeats) for label, cases in plans.items()}  # all first
     results = {label: {} for label in plans}
     for label, cases in plans.items():

@@ -125,3 +125,11 @@ def test_ratio_spec_sets_tokens_per_parameter():
     tokens = spec["budget_steps"] * 16 * 128
     assert abs(tokens / spec["params"] - 100) < 100 * 0.01  # rounded to whole steps
     assert reproduce.ratio_spec(300, 32)["params"] < spec["params"] < reproduce.ratio_spec(3, 128)["params"]
+
+
+@pytest.mark.parametrize("flag", ["--fractions=0", "--fractions=", "--fractions=-1", "--ratios=0", "--ratios=3,-30"])
+def test_budget_fractions_and_ratios_must_be_above_zero(flag, capsys):
+    with pytest.raises(SystemExit) as e:  # refused before any data is read or any run starts
+        reproduce.main([flag, "--data_dir=/nonexistent"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and err.count("\n") == 1 and "give numbers above 0" in err, err
