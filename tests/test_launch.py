@@ -20,7 +20,7 @@ import test_reproduce
 import test_reproduce_autoscale
 import train
 from fake_cuda import CUDA_STATE_BYTES, FakeCuda
-from test_train import LTD, ROOT, TINY, cfg_for, run
+from test_train import LTD, ROOT, TINY, cfg_for
 
 # -----------------------------------------------------------------------------
 # the device of each process: one function of --device, LOCAL_RANK, LOCAL_WORLD_SIZE and the visible GPUs

@@ -4,10 +4,8 @@ import json
 import math
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -15,7 +13,6 @@ import torch
 
 import analyzer
 import data
-import launch
 import model
 import sampler
 import train
