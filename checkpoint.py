@@ -71,8 +71,11 @@ def settings(run):
 
 def save(run, state, path):
     """Every rank's RNG states gathered (a collective), then rank 0 writes the checkpoint of train.py's Run."""
-    rngs = gather({"torch": torch.get_rng_state(), "ltd": run.ltd_gen.get_state().cpu(),
-                   "cuda": torch.cuda.get_rng_state() if run.device != "cpu" else None})
+    mine = {"torch": torch.get_rng_state(), "ltd": run.ltd_gen.get_state().cpu(),
+            "cuda": torch.cuda.get_rng_state() if run.device != "cpu" else None}
+    rngs = [mine] * run.world_size  # under torchrun replaced by every rank's, in rank order
+    if dist.is_initialized():
+        dist.all_gather_object(rngs, mine)
     if run.rank == 0:
         where = f"{run.device.split(':')[0]} ({run.dtype})"  # a resume may change it
         save_checkpoint(path, {**{k: p.state_dict() for k, p in parts(run).items()}, "state": dict(state),
@@ -141,12 +144,3 @@ def run_dir(cfg):
         yield
     finally:
         os.close(fd)
-
-
-def gather(obj):
-    """[obj of rank 0, obj of rank 1, ...] on every rank (a collective under torchrun)."""
-    if not dist.is_initialized():
-        return [obj]
-    out = [None] * dist.get_world_size()
-    dist.all_gather_object(out, obj)
-    return out

@@ -54,19 +54,6 @@ def resolve_device(device, n_gpu, local_rank=0, local_world_size=1):
     return f"cuda:{index}"
 
 
-def init_distributed(device):
-    """-> (ddp, rank, local_rank, world_size, device resolved): joins torchrun's process group if there is one."""
-    ddp = "RANK" in os.environ
-    env = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
-    rank, local_rank, world_size, local_world = (int(os.environ[k]) for k in env) if ddp else (0, 0, 1, 1)
-    device = resolve_device(device, torch.cuda.device_count() if device != "cpu" else 0, local_rank, local_world)
-    if device != "cpu":
-        torch.cuda.set_device(device)
-    if ddp:
-        dist.init_process_group(backend="nccl" if device != "cpu" else "gloo")
-    return ddp, rank, local_rank, world_size, device
-
-
 def on_each_filesystem(make, rank, local_rank):
     """make() (which builds only what is missing) on rank 0, then on the first rank of every other machine."""
     if rank == 0:
@@ -93,7 +80,7 @@ def process(device, ckpt_path):
     """One process of a run, start to end -> (rank, local_rank, world_size, device, signals): torchrun's group
     joined and left again, an error given its line while the group is up (error_line), and SIGTERM or SIGINT
     noted in signals["got"] for the loop to stop after its step; a second one stops at once."""
-    signals, old, ddp = {"got": None}, {}, False
+    signals, old, ddp = {"got": None}, {}, "RANK" in os.environ  # under torchrun
 
     def handler(signum, frame):
         if signals["got"]:
@@ -104,7 +91,13 @@ def process(device, ckpt_path):
         if signal.getsignal(sig) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays ignored
             old[sig] = signal.signal(sig, handler)
     try:
-        ddp, rank, local_rank, world_size, device = init_distributed(device)
+        env = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+        rank, local_rank, world_size, local_world = (int(os.environ[k]) for k in env) if ddp else (0, 0, 1, 1)
+        device = resolve_device(device, torch.cuda.device_count() if device != "cpu" else 0, local_rank, local_world)
+        if device != "cpu":
+            torch.cuda.set_device(device)
+        if ddp:
+            dist.init_process_group(backend="nccl" if device != "cpu" else "gloo")
         yield rank, local_rank, world_size, device, signals
     except KeyboardInterrupt:
         raise Stopped(f"interrupted; the last checkpoint is {ckpt_path}, if any was written; continue with --resume")

@@ -75,8 +75,12 @@ class Run:
 # data, model, optimizer: the run's fixed parts
 
 
-def load_data(cfg, G, rank, local_rank, world_size, notes):
-    """-> (train windows, val windows, meta, sampler, random-LTD settings or None)."""
+def setup(cfg, rank, local_rank, world_size, device, notes):
+    """-> (Run, the corpus's meta): data and this rank's sampler, the model, optimizer, schedules and precision."""
+    G = cfg.global_batch_size or cfg.batch_size * world_size
+    if G % (cfg.batch_size * world_size):
+        raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * "
+                         f"{world_size}; change --global_batch_size or --batch_size")
     metrics, ltd = ds_config.data_efficiency(cfg, G, analyzer.METRICS, notes)
     launch.on_each_filesystem(lambda: data.corpus_dir(cfg.data_dir), rank, local_rank)
     data_dir = data.corpus_dir(cfg.data_dir, prepare_default=False)
@@ -87,15 +91,6 @@ def load_data(cfg, G, rank, local_rank, world_size, notes):
     index = {n: analyzer.load_index(index_dir, n) for n in names}
     weights = config.domain_weights(cfg.domain_weights, meta.get("domains", []))
     sampler = CurriculumSampler(train_data, G, metrics, index, cfg.seed, rank, world_size, weights)
-    return train_data, val_data, meta, sampler, ltd
-
-
-def setup(cfg, rank, local_rank, world_size, device, notes):
-    G = cfg.global_batch_size or cfg.batch_size * world_size
-    if G % (cfg.batch_size * world_size):
-        raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * "
-                         f"{world_size}; change --global_batch_size or --batch_size")
-    train_data, val_data, meta, sampler, ltd = load_data(cfg, G, rank, local_rank, world_size, notes)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer, bias=cfg.bias,
                       n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout,
@@ -259,16 +254,16 @@ def print_summary(run, meta, notes):
     print0(f"batch: {G} rows/step = {cfg.batch_size} x {G // (cfg.batch_size * run.world_size)} accum x "
            f"{run.world_size} ranks; lr: warmup to {cfg.learning_rate:g} over {warmup:,} effective tokens ({step:,} a "
            f"dense step), cosine to {cfg.min_lr:g} at {decay:,.0f}")
-    budget, lines = config.budget_steps(cfg, G), [f"note: {note}" for note in notes]
+    for note in notes:
+        print0(f"note: {note}")
+    budget = config.budget_steps(cfg, G)
     iters = sorted({1, budget // 4, budget // 2, 3 * budget // 4, budget} - {0})  # iteration N runs step N-1
     for name, sched in run.sampler.schedules.items():
-        lines.append(f"curriculum {name} ({sched.config.get('difficulty_type')}): "
-                     + ", ".join(f"iter {n}: {run.sampler.difficulties(n - 1)[name]}" for n in iters))
+        print0(f"curriculum {name} ({sched.config.get('difficulty_type')}): "
+               + ", ".join(f"iter {n}: {run.sampler.difficulties(n - 1)[name]}" for n in iters))
     if run.ltd:
-        lines.append(f"random-LTD on layers {sorted(run.raw_model.ltd_layers)}: kept length " + ", ".join(
+        print0(f"random-LTD on layers {sorted(run.raw_model.ltd_layers)}: kept length " + ", ".join(
             f"iter {n}: {kept_length(run.ltd, n - 1, run.sampler.seqlen(n - 1))}" for n in iters))
-    for line in lines:
-        print0(line)
 
 
 def train(cfg):

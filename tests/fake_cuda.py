@@ -15,6 +15,7 @@ continuity (its state reads as 16 zero bytes, so a resume on the fake GPU is not
 
 import contextlib
 import re
+from unittest.mock import patch
 
 import torch
 import torch.distributed as dist
@@ -118,32 +119,20 @@ class FakeCuda(TorchFunctionMode):
         return REAL_DDP(module, **kw)
 
     def __enter__(self):
-        patch = self.patches.enter_context(contextlib.ExitStack())
         for name, value in (("is_available", lambda: True), ("device_count", lambda: self.n_gpu),
                             ("set_device", self.set_device), ("current_device", lambda: self.current),
                             ("is_bf16_supported", self.is_bf16_supported), ("get_rng_state", self.get_rng_state),
-                            ("set_rng_state", self.set_rng_state), ("synchronize", lambda *a: None),
-                            ("get_device_name", lambda *a: "fake GPU")):
-            patch.enter_context(_setattr(torch.cuda, name, value))
-        patch.enter_context(_setattr(torch, "Generator", self.generator_class()))
-        patch.enter_context(_setattr(torch, "autocast", self.autocast))
-        patch.enter_context(_setattr(dist, "init_process_group", self.init_process_group))
-        patch.enter_context(_setattr(torch.nn.parallel, "DistributedDataParallel", self.ddp))
+                            ("set_rng_state", self.set_rng_state)):
+            self.patches.enter_context(patch.object(torch.cuda, name, value))
+        self.patches.enter_context(patch.object(torch, "Generator", self.generator_class()))
+        self.patches.enter_context(patch.object(torch, "autocast", self.autocast))
+        self.patches.enter_context(patch.object(dist, "init_process_group", self.init_process_group))
+        self.patches.enter_context(patch.object(torch.nn.parallel, "DistributedDataParallel", self.ddp))
         for module in self.ddp_modules:  # modules that imported the DDP class by name
-            patch.enter_context(_setattr(module, "DDP", self.ddp))
+            self.patches.enter_context(patch.object(module, "DDP", self.ddp))
         return super().__enter__()
 
     def __exit__(self, *exc):
         super().__exit__(*exc)
         self.patches.close()
         return False
-
-
-@contextlib.contextmanager
-def _setattr(obj, name, value):
-    old = getattr(obj, name)
-    setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        setattr(obj, name, old)

@@ -1,8 +1,6 @@
 """launch.py and train.py's CUDA-only lines on this CPU: the device of each process, a faked GPU (tests/fake_cuda.py)
 under python and torchrun, resume across devices, two nodes, errors on one rank, SIGTERM and SIGINT."""
 
-import hashlib
-import io
 import json
 import os
 import signal
@@ -22,7 +20,7 @@ import test_reproduce
 import test_reproduce_autoscale
 import train
 from fake_cuda import CUDA_STATE_BYTES, FakeCuda
-from test_train import LTD, ROOT, TINY, cfg_for, run
+from test_train import LTD, ROOT, TINY, cfg_for
 
 # -----------------------------------------------------------------------------
 # the device of each process: one function of --device, LOCAL_RANK, LOCAL_WORLD_SIZE and the visible GPUs
@@ -30,10 +28,9 @@ from test_train import LTD, ROOT, TINY, cfg_for, run
 
 @pytest.mark.parametrize("device, n_gpu, local_rank, local_world, want", [
     ("auto", 0, 0, 1, "cpu"),  # no GPU
-    ("auto", 1, 0, 1, "cuda:0"),  # python train.py on one GPU: an index, never a bare "cuda"
+    ("auto", 1, 0, 1, "cuda:0"),  # python train.py, or torchrun --nproc_per_node=1, on one GPU: never a bare "cuda"
     ("cuda", 1, 0, 1, "cuda:0"),
     ("cuda:1", 2, 0, 1, "cuda:1"),
-    ("auto", 1, 0, 1, "cuda:0"),  # torchrun --nproc_per_node=1
     ("auto", 8, 5, 8, "cuda:5"),  # torchrun --nproc_per_node=8: rank 5 of the node
     ("cuda", 8, 7, 8, "cuda:7"),
     ("cpu", 8, 3, 8, "cpu"),  # Gloo processes on a GPU machine
@@ -95,29 +92,18 @@ def test_auto_precision_is_float16_where_bf16_is_only_emulated(corpus, tmp_path)
     assert torch.load(tmp_path / "ckpt.pt", weights_only=False)["where"] == "cuda (float16)"
 
 
-def rewrite(path, edit):
-    """Change a checkpoint in place, keeping its checksum valid."""
-    ckpt = torch.load(path, weights_only=False)
-    edit(ckpt)
-    buf = io.BytesIO()
-    torch.save(ckpt, buf)
-    open(path, "wb").write(buf.getvalue() + hashlib.sha256(buf.getvalue()).digest())
-
-
 def test_a_gpu_checkpoint_resumes_on_the_cpu_and_a_cpu_one_on_the_gpu(corpus, tmp_path, capsys):
     """The CPU half of a device change: a checkpoint with CUDA generator states (16 bytes) and fused AdamW goes on
     on the CPU, unfused, with a note; and a CPU checkpoint (a 5,056-byte generator state) goes on on a GPU."""
     args = ["--max_iters=2", "--eval_interval=2", "--lr_decay_iters=4", *LTD]
     train.train(cfg_for(corpus, tmp_path / "a", *args))
-
-    def as_if_on_cuda(ckpt):
-        ckpt["where"] = "cuda (bfloat16)"
-        ckpt["rng"][0].update(ltd=torch.zeros(CUDA_STATE_BYTES, dtype=torch.uint8),
-                              cuda=torch.zeros(CUDA_STATE_BYTES, dtype=torch.uint8))
-        for g in ckpt["optimizer"]["param_groups"]:
-            g["fused"] = True
-
-    rewrite(tmp_path / "a" / "ckpt.pt", as_if_on_cuda)
+    ckpt = checkpoint.load_checkpoint(str(tmp_path / "a" / "ckpt.pt"))  # rewritten as if saved on a GPU
+    ckpt["where"] = "cuda (bfloat16)"
+    ckpt["rng"][0].update(ltd=torch.zeros(CUDA_STATE_BYTES, dtype=torch.uint8),
+                          cuda=torch.zeros(CUDA_STATE_BYTES, dtype=torch.uint8))
+    for g in ckpt["optimizer"]["param_groups"]:
+        g["fused"] = True
+    checkpoint.save_checkpoint(str(tmp_path / "a" / "ckpt.pt"), ckpt)
     capsys.readouterr()
     out = train.train(cfg_for(corpus, tmp_path / "a", *args, "--max_iters=4", "--resume"))
     assert out["iter_num"] == 4 and "on cuda (bfloat16), this run has 1 on cpu (float32)" in capsys.readouterr().out

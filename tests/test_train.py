@@ -4,10 +4,8 @@ import json
 import math
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -15,7 +13,6 @@ import torch
 
 import analyzer
 import data
-import launch
 import model
 import sampler
 import train
@@ -62,8 +59,7 @@ def record_forward(monkeypatch):
 
 def test_cli_smoke_run(corpus, tmp_path):
     r = run("train.py", *TINY[:-1], f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=4",
-            "--eval_interval=2",
-            "--sample_tokens=20", "--threads=1")
+            "--eval_interval=2", "--sample_tokens=20", "--threads=1")
     assert r.returncode == 0, r.stderr
     assert re.search(r"iter 4: loss \d\.\d{4}, lr \S+, \d+\.\dms\n", r.stdout) and "1 torch threads" in r.stdout
     assert "tok/s" in r.stdout and "fewer" not in r.stdout  # a dense run: no savings to report
@@ -160,8 +156,7 @@ def torchrun(tmp_path, *args):
 def test_torchrun_two_ranks_with_accumulation_match_one_rank(corpus, tmp_path):
     """2 ranks x 2 accumulation steps x 2 rows = 1 rank x 4 accumulation steps x 2 rows (no_sync once a micro-step)."""
     args = TINY + [f"--data_dir={corpus}", "--max_iters=4", "--eval_interval=4", "--batch_size=2",
-                   "--global_batch_size=8",
-                   "--save_checkpoint=false"]
+                   "--global_batch_size=8", "--save_checkpoint=false"]
     ranks, stdout = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
     assert "8 rows/step = 2 x 2 accum x 2 ranks" in stdout
     one = train.train(train.config.parse_args(args + [f"--out_dir={tmp_path / 'one'}"]))
@@ -176,8 +171,7 @@ def test_torchrun_two_ranks_with_accumulation_match_one_rank(corpus, tmp_path):
 @pytest.mark.slow
 def test_torchrun_curriculum_ltd_ranks_draw_their_own_tokens(corpus, tmp_path):
     args = TINY + [f"--data_dir={corpus}", "--max_iters=4", "--eval_interval=4", "--global_batch_size=8",
-                   "--save_checkpoint=false",
-                   "--dropout=0.1", *CL, *LTD]
+                   "--save_checkpoint=false", "--dropout=0.1", *CL, *LTD]
     ranks, stdout = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
     for a, b in zip(ranks[0]["seen"], ranks[1]["seen"]):
         assert not set(a) & set(b)
@@ -297,8 +291,6 @@ def test_val_loss_does_not_depend_on_batch_size(corpus, tmp_path):
 
 def test_curriculum_admits_only_easy_samples(corpus, tmp_path, monkeypatch):
     """At every step the drawn samples are inside the easiest d% by vocab_rarity."""
-    import analyzer
-
     seen, orig = [], sampler.CurriculumSampler.global_ids
     monkeypatch.setattr(sampler.CurriculumSampler, "global_ids", lambda self: seen.append(orig(self)) or seen[-1])
     train.train(cfg_for(corpus, tmp_path, "--max_iters=6", "--eval_interval=100", *CL[:5]))
@@ -377,8 +369,7 @@ def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, ca
     assert "max_iters 2 -> 4" in capsys.readouterr().out
     # without explicit schedule lengths, the budget sets them: then a new budget changes the run and is refused
     plain = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'plain'}", "--max_iters=2", "--eval_interval=2",
-                    "--random_ltd",
-             "--ltd_seq_per_step=4"]
+                    "--random_ltd", "--ltd_seq_per_step=4"]
     train.main(plain)
     line = main_error(capsys, *plain, "--resume", "--max_iters=30")
     assert "require_steps 1 -> 18" in line and "lr_schedule" in line
