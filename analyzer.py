@@ -28,6 +28,7 @@ But:
 import json
 import multiprocessing as mp
 import os
+import signal
 import sys
 from dataclasses import dataclass
 
@@ -70,8 +71,15 @@ def _map(fn, jobs, num_workers):
     if num_workers <= 1:
         yield from map(fn, jobs)
         return
-    with mp.get_context("fork").Pool(min(num_workers, len(jobs))) as pool:
+    with mp.get_context("fork").Pool(min(num_workers, len(jobs)), _worker_signals) as pool:
         yield from pool.imap_unordered(fn, jobs)
+
+
+def _worker_signals():
+    # subtle: a fork inherits train.py's handler, which only notes SIGTERM; Pool.terminate() kills idle workers with
+    # SIGTERM, so a worker keeping that handler lives on and the pool's join hangs. Ctrl-C is the parent's to handle.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _count_range(job):

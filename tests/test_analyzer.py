@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -157,6 +158,21 @@ def test_first_build_has_no_note_and_a_nan_metric_is_refused(corpus, tmp_path, c
     with pytest.raises(ValueError, match=r"metric nan gave NaN for \d+ samples \(first: \d+\); make it return numbers"):
         analyzer.ensure_index(path, 64, ["nan"], str(tmp_path / "index"), num_workers=1)
     assert not os.path.exists(tmp_path / "index" / "nan")
+
+
+def _dispositions(_):
+    return signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def test_workers_die_on_sigterm_under_the_trainers_stop_handler():
+    """Pool.terminate() stops workers idle on its queue's lock with SIGTERM. Forked under train.py, a worker
+    inherited the handler that only notes a signal, ignored it, and the index build hung in join (seen in a run)."""
+    old = signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as launch.process installs
+    try:
+        got = set(analyzer._map(_dispositions, range(8), 2))
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert got == {(True, True)}  # SIGTERM kills; Ctrl-C goes to the trainer, which stops the whole run
 
 
 def test_unigram_counts_in_chunks_and_workers(corpus, tmp_path):
