@@ -181,6 +181,7 @@ def experiment(a):
     if mine:
         raise ValueError(f"--train_args sets {' '.join(mine)}, which every run sets for itself; drop it")
     args = MODEL + [f"--data_dir={a.data_dir}"] + a.train_args.split()  # every run's, before its own flags
+    config.parse_args(args)  # train.py's checks of the shared flags, before any run makes its directory
     names, train_tokens, eval_ids, val_share = domain_data(a.data_dir, int(flag(args, "block_size")),
                                                            a.eval_per_domain)
     target_w = np.full(len(names), 1 / len(names)) if a.target == "balanced" else val_share

@@ -166,16 +166,17 @@ TINY = ["--eval_per_domain=8", "--train_args=--n_layer=1 --n_head=2 --n_embd=16 
     (["--t=0"], "--t=0.0 must be a positive"),
     (["--target=mean"], "--target: invalid choice: .mean."),
     (["--eval_per_domain=0"], "--eval_per_domain=0 must be at least 1"),
-    (["--n1=640", "--n2=1280", "--train_args=--n_head=3"], "--n_head=3 does not divide --n_embd=128"),  # 1st run
+    (["--n1=640", "--n2=1280", "--train_args=--n_head=3"], "--n_head=3 does not divide --n_embd=128"),
     (["--train_args=--seed=3"], "--train_args sets --seed=3, which every run sets for itself"),
     (["--n_1=5"], "unknown option: --n_1=5"),
 ])
-def test_main_bad_input_is_one_line_and_exit_1(flags, match, domain_corpus, capsys):
+def test_main_bad_input_is_one_line_and_exit_1(flags, match, domain_corpus, capsys, tmp_path):
     with pytest.raises(SystemExit) as e:
-        rs.main([f"--data_dir={domain_corpus}", *flags])
+        rs.main([f"--data_dir={domain_corpus}", f"--out_dir={tmp_path / 'runs'}", *flags])
     err = capsys.readouterr().err
     assert e.value.code == 1 and err.startswith("error: ") and err.count("\n") == 1
     assert re.search(match, err), err
+    assert not (tmp_path / "runs").exists()  # refused before any run's directory is made
 
 
 def test_natural_target_weights_the_domains_by_their_val_shares(domain_corpus, monkeypatch):
