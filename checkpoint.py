@@ -62,9 +62,9 @@ def parts(run):
 def settings(run):
     """What shapes a run and so must be the same on resume: corpus, model, batch, seed, schedules, LR, optimizer."""
     cfg, s = run.cfg, run.sampler
-    return {"corpus": data.fingerprint(os.path.dirname(s.windows.path)), "model": asdict(run.raw_model.config),
-            "seed": cfg.seed, "global_batch_size": s.G, "curricula": {n: c.config for n, c in s.schedules.items()},
-            "random_ltd": run.ltd and run.ltd.config, "random_ltd_layers": sorted(run.raw_model.ltd_layers),
+    return {"corpus": run.corpus, "model": asdict(run.raw_model.config), "seed": cfg.seed, "global_batch_size": s.G,
+            "curricula": {n: c.config for n, c in s.schedules.items()}, "random_ltd": run.ltd and run.ltd.config,
+            "random_ltd_layers": sorted(run.raw_model.ltd_layers),
             "domain_weights": cfg.domain_weights, "lr_schedule": [cfg.learning_rate, cfg.min_lr, *run.lr_tokens[1:]],
             "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
 

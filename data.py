@@ -200,11 +200,6 @@ def load_meta(data_dir, vocab_size=None):
     return meta
 
 
-def fingerprint(data_dir):
-    """The corpus's content hash, for checkpoints to refuse a resume on other data (hashed if meta.json lacks it)."""
-    return load_meta(data_dir, 1 << 16).get("fingerprint") or scan_bins(data_dir)["fingerprint"]  # any uint16 id
-
-
 class SampleWindows:
     """Sample i of a token file = tokens[i*T : i*T + T + 1]; N = (n_tokens - 1) // T.
     tokens = [0..9], T = 3 -> N = 3 samples: [0,1,2,3], [3,4,5,6], [6,7,8,9]"""

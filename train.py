@@ -69,6 +69,7 @@ class Run:
     val_data: data.SampleWindows
     eval_ids: np.ndarray  # the fixed val windows every evaluation uses, the same for any batch or world size
     lr_tokens: tuple  # (tokens of one dense step, warmup end, decay end), in effective tokens
+    corpus: str  # the corpus's content hash, read once (a nanoGPT directory's is its whole bytes): resume checks it
 
 
 # -----------------------------------------------------------------------------
@@ -110,7 +111,8 @@ def setup(cfg, rank, local_rank, world_size, device, notes):
     scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
     ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=getattr(torch, dtype))
     return Run(cfg, rank, world_size, device, dtype, ctx, model, raw_model, optimizer, scaler, sampler, ltd_sched,
-               ltd_gen, val_data, np.arange(n_eval) * (len(val_data) // n_eval), lr_tokens), meta
+               ltd_gen, val_data, np.arange(n_eval) * (len(val_data) // n_eval), lr_tokens,
+               meta.get("fingerprint") or data.scan_bins(data_dir)["fingerprint"]), meta
 
 
 # -----------------------------------------------------------------------------

@@ -403,8 +403,6 @@ def test_token_files_that_changed_after_meta_are_refused(corpus, tmp_path):
         f.write(b"\x41\x00")
     with pytest.raises(ValueError, match="val.bin holds .* tokens but .*meta.json records"):
         data.load_meta(str(tmp_path))
-    with pytest.raises(ValueError, match="val.bin holds"):
-        data.fingerprint(str(tmp_path))
 
 
 @pytest.mark.parametrize("size", [0, 101])
@@ -418,16 +416,16 @@ def test_empty_or_odd_bin_is_one_line(tmp_path, size):
 
 
 def test_fingerprint_is_the_content_hash_of_both_splits(corpus, tmp_path):
-    fp = data.fingerprint(corpus)
-    assert fp == data.load_meta(corpus)["fingerprint"] and len(fp) == 32
+    fp = data.load_meta(corpus)["fingerprint"]
+    assert fp == data.scan_bins(corpus)["fingerprint"] and len(fp) == 32
     for name in ("train.bin", "val.bin"):  # the same tokens as a nanoGPT directory: the same fingerprint
         (tmp_path / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
-    assert data.fingerprint(str(tmp_path)) == fp == data.nanogpt_meta(str(tmp_path), 257)["fingerprint"]
+    assert data.load_meta(str(tmp_path), 257)["fingerprint"] == fp  # read whole, as train.py reads it
     val = read_split(tmp_path, "val")
     val[7] = (val[7] + 1) % 256  # one token changed
     val.tofile(tmp_path / "val.bin")
-    assert data.fingerprint(str(tmp_path)) != fp
+    assert data.load_meta(str(tmp_path), 257)["fingerprint"] != fp
     train, val = read_split(corpus, "train"), read_split(corpus, "val")
     np.concatenate([train, val[:1]]).tofile(tmp_path / "train.bin")  # the same stream, split one token later
     val[1:].tofile(tmp_path / "val.bin")
-    assert data.fingerprint(str(tmp_path)) != fp
+    assert data.load_meta(str(tmp_path), 257)["fingerprint"] != fp

@@ -375,6 +375,24 @@ def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, ca
     assert "require_steps 1 -> 18" in line and "lr_schedule" in line
 
 
+
+def test_a_nanogpt_corpus_is_hashed_once_per_run_and_a_changed_one_refused(corpus, tmp_path, capsys, monkeypatch):
+    """A nanoGPT directory without meta.json (OpenWebText: 18 GB) is read whole for its fingerprint at start-up,
+    not again at every checkpoint; a resume on changed tokens is still refused."""
+    nano = tmp_path / "nano"
+    os.makedirs(nano)
+    for name in ("train.bin", "val.bin"):
+        (nano / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
+    scans, scan_bins = [], data.scan_bins
+    monkeypatch.setattr(data, "scan_bins", lambda *a: scans.append(a) or scan_bins(*a))
+    argv = [*TINY, f"--data_dir={nano}", "--vocab_size=257", f"--out_dir={tmp_path / 'out'}", "--max_iters=6"]
+    train.main(argv + ["--eval_interval=2"])  # three checkpoints
+    assert len(scans) == 1
+    tokens = np.fromfile(nano / "val.bin", dtype=np.uint16)
+    tokens[3] = (tokens[3] + 1) % 256  # one token changed
+    tokens.tofile(nano / "val.bin")
+    assert "would change the run: corpus" in main_error(capsys, *argv, "--max_iters=8", "--resume")
+
 def test_random_ltd_needs_a_middle_layer(corpus, tmp_path, capsys):
     line = main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--n_layer=2", *LTD)
     assert "--n_layer=3 or more" in line
