@@ -375,7 +375,6 @@ def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, ca
     assert "require_steps 1 -> 18" in line and "lr_schedule" in line
 
 
-
 def test_a_nanogpt_corpus_is_hashed_once_per_run_and_a_changed_one_refused(corpus, tmp_path, capsys, monkeypatch):
     """A nanoGPT directory without meta.json (OpenWebText: 18 GB) is read whole for its fingerprint at start-up,
     not again at every checkpoint; a resume on changed tokens is still refused."""
@@ -392,6 +391,7 @@ def test_a_nanogpt_corpus_is_hashed_once_per_run_and_a_changed_one_refused(corpu
     tokens[3] = (tokens[3] + 1) % 256  # one token changed
     tokens.tofile(nano / "val.bin")
     assert "would change the run: corpus" in main_error(capsys, *argv, "--max_iters=8", "--resume")
+
 
 def test_random_ltd_needs_a_middle_layer(corpus, tmp_path, capsys):
     line = main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--n_layer=2", *LTD)
