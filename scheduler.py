@@ -12,11 +12,13 @@ configured by the same dicts, so a DeepSpeed user can paste a `curriculum_metric
                     d = max(d, ceil(min / difficulty_step) * difficulty_step);  d = min(d, max)
     fixed_discrete: d = difficulty[i] for the first i with t <= max_step[i], else difficulty[-1]
     custom:         d = fn(t)
+    all:            once d reaches max it stays (DeepSpeed's update_difficulty, what its sampler asks)
     random-LTD:     r = floor(min + (max - min) * (t / require_steps) ** (1 / k));  r -= r % seq_per_step;
                     r = min(r, max)
 
 But:
-- pure functions of the step: no state to checkpoint, resume needs only the step;
+- functions of the step: nothing to checkpoint, resume needs only the step (the step where a
+  falling schedule reached max is found again, and remembered);
 - the lower clamp keeps d >= min (older DeepSpeed returned values below min_difficulty);
 - the dicts are checked once, where they enter (config.py): here are only the formulas.
 """
@@ -45,9 +47,28 @@ class CurriculumScheduler:
     def __init__(self, config, fn=None):
         self.config, self.sc = config, config.get("schedule_config", {})
         self.fn = fn or config.get("get_difficulty")
+        self._searched, self._held = 0, None  # steps searched for the max (a cache: see below)
         assert config["schedule_type"] != "custom" or callable(self.fn), "a custom schedule needs fn=callable(step)"
 
     def get_difficulty(self, step):
+        """d at step t >= 1, the step DeepSpeed's sampler asks for; once d reaches max_difficulty it
+        stays there (DeepSpeed's update_difficulty), even where the schedule itself falls again.
+
+        fixed_discrete difficulty [10, 100, 50], max_step [2, 4], max 100: t = 1..6 -> 10, 10, 100,
+        100, 100, 100 (the schedule alone: ..., 50, 50).
+        """
+        lo, hi = self.config.get("min_difficulty"), self.config.get("max_difficulty")
+        falls = self.config["schedule_type"] in ("fixed_discrete", "custom")  # the others never do
+        if falls and hi is not None:  # subtle: a custom schedule from Python may have no max
+            if lo is not None and lo >= hi:
+                return lo  # subtle: DeepSpeed starts at min and never updates a value at max
+            held = self._first_step_at_max(step, hi)
+            if held is not None:
+                step = held
+        return self._schedule(step)
+
+    def _schedule(self, step):
+        """The pacing function itself (DeepSpeed's get_difficulty)."""
         kind = self.config["schedule_type"]
         if kind == "custom":
             return self.fn(step)
@@ -59,6 +80,21 @@ class CurriculumScheduler:
         degree = self.sc["root_degree"] if kind == "fixed_root" else 1
         return _root_schedule(step, self.config["min_difficulty"], self.config["max_difficulty"],
                               self.sc["total_curriculum_step"], self.sc["difficulty_step"], degree)
+
+    def _first_step_at_max(self, step, hi):
+        """The first step in 1..step whose difficulty reaches max_difficulty hi, or None.
+
+        subtle: DeepSpeed keeps its current difficulty as state and updates it at steps 1, 2, ...
+        only while it is below max; this finds the step it stopped at. The search is remembered,
+        so asking for t = 1, 2, 3, ... costs one evaluation of the schedule each.
+        """
+        while self._searched < step and self._held is None:
+            self._searched += 1
+            if self._schedule(self._searched) >= hi:
+                self._held = self._searched
+        if self._held is not None and self._held <= step:
+            return self._held
+        return None
 
 
 class RandomLTDScheduler:

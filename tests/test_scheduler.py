@@ -76,6 +76,21 @@ def test_equals_deepspeed_values():
         assert [s.get_value(t) for t in case["steps"]] == case["values"], case["name"]
 
 
+def test_difficulty_holds_at_max_as_deepspeeds_update_difficulty():
+    """DeepSpeed's sampler asks update_difficulty(t) at t = 1, 2, ...: once the difficulty reaches
+    max_difficulty it stays, even where the schedule falls again (frozen from DeepSpeed 0.19.8).
+    [10, 100, 50] with max_step [2, 4], max 100: 10, 10, 100, 100, 100, ... (not 50 from t = 5)."""
+    cases = json.load(open(FIXTURES))["update_difficulty"]
+    assert len(cases) >= 4
+    for case in cases:
+        table = case["table"]
+        s = CurriculumScheduler(case["config"], fn=(lambda t, table=table: table[t]) if table else None)
+        steps = range(1, len(case["values"]) + 1)
+        assert [s.get_difficulty(t) for t in steps] == case["values"], case["name"]
+        fresh = CurriculumScheduler(case["config"], fn=s.fn)  # asked out of order: the same values
+        assert [fresh.get_difficulty(t) for t in reversed(steps)] == case["values"][::-1], case["name"]
+
+
 def test_layer_token_clock_equals_deepspeed_count():
     """With no curriculum (s = max_value), our per-step layer_tokens sum to DeepSpeed's LayerToken count."""
     for case in json.load(open(FIXTURES))["layer_tokens"]:
