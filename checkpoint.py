@@ -128,19 +128,36 @@ def check_resume(saved, settings, path):
 
 @contextlib.contextmanager
 def run_dir(cfg):
-    """Hold out_dir/.lock while the run lasts, and refuse to replace a checkpoint by accident."""
+    """Hold out_dir/.lock while the run lasts and refuse to replace a checkpoint by accident; leave
+    nothing behind but checkpoints (the lock goes, and so do directories the run made and left empty)."""
+    if os.path.exists(cfg.out_dir) and not os.path.isdir(cfg.out_dir):
+        raise ValueError(f"--out_dir={cfg.out_dir} is a file; pick a directory")
+    made, d = [], cfg.out_dir  # the directories makedirs creates, deepest first
+    while d and not os.path.exists(d):
+        made.append(d)
+        d = os.path.dirname(d)
     os.makedirs(cfg.out_dir, exist_ok=True)
-    fd = os.open(os.path.join(cfg.out_dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    lock = os.path.join(cfg.out_dir, ".lock")
+    fd, locked = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644), False
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            locked = os.fstat(fd).st_ino == os.stat(lock).st_ino  # subtle: not a file its holder removed
+        except (BlockingIOError, FileNotFoundError):
+            pass
+        if not locked:
             raise ValueError(f"another trainer is running in --out_dir={cfg.out_dir}; "
-                             "wait for it or pick another --out_dir") from None
+                             "wait for it or pick another --out_dir")
         if (not cfg.resume and not cfg.overwrite and cfg.save_checkpoint
                 and os.path.exists(os.path.join(cfg.out_dir, "ckpt.pt"))):
             raise ValueError(f"{cfg.out_dir}/ckpt.pt exists; continue it with --resume, pick another --out_dir, "
                              "or replace it with --overwrite")
         yield
     finally:
+        if locked:
+            os.remove(lock)  # while still holding it: a trainer waiting on this file gets nothing
         os.close(fd)
+        for d in made:
+            if os.listdir(d):
+                break
+            os.rmdir(d)

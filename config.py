@@ -1,18 +1,26 @@
 """
-The options of a training run: one dataclass, its command line, and the checks of every value.
+The options of a training run: one dataclass, its command line, the checks of every value, and the
+curricula and random-LTD it asks for.
 
-Every option is a TrainConfig field with its --help beside it; `parse` makes any such dataclass a command line
-(`--key=value`, typed, `--help`, unknown keys rejected, as nanochat; no exec configurator as in nanoGPT).
-ds_config.py turns the cl_*, seqlen* and ltd_* flags, or a pasted DeepSpeed config, into data_efficiency dicts.
+Every option is a TrainConfig field with its --help beside it; `parse` makes any such dataclass a
+command line (`--key=value`, typed as declared, `--help`, unknown keys rejected, as nanochat; no exec
+configurator as in nanoGPT). The cl_*, seqlen* and ltd_* flags become the same dicts as a pasted
+DeepSpeed data_efficiency section (ds_config.py reads that):
+
+    metrics = {name: one DeepSpeed curriculum_metrics entry}   # min/max_difficulty, schedule_type, ...
+    ltd     = {"random_ltd_schedule": {...}, "random_ltd_layer_id": [...]} or None
 
 But:
 - every value is checked here or in ds_config.py, where it enters, in one line naming the fix;
-- no torch (nor numpy) is imported, so `python train.py --help` answers at once.
+- torch is not imported, so `python train.py --help` answers at once.
 """
 
 import argparse
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
+
+import ds_config
+from sampler import SEQLEN_METRICS
 
 
 def opt(default, help, low=None, choices=None):
@@ -55,6 +63,7 @@ class TrainConfig:
     weight_decay: float = opt(0.1, "AdamW weight decay on matrices (not on biases and LayerNorm gains)", 0)
     beta1: float = opt(0.9, "AdamW beta1")
     beta2: float = opt(0.99, "AdamW beta2")
+    eps: float = opt(1e-8, "AdamW epsilon", 1e-30)
     grad_clip: float = opt(1.0, "clip gradient norm at this value (0 = off)", 0)
     # system
     device: str = opt("auto", "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu, cuda or cuda:N")
@@ -67,8 +76,8 @@ class TrainConfig:
     cl_metric: str = opt("", 'difficulty metric of the analyzer, e.g. vocab_rarity ("" = none)')
     cl_difficulty_type: str = opt("percentile", "percentile (the easiest d of cl_max) or value (metric <= d)",
                                   choices=("percentile", "value"))
-    cl_min: float = opt(1, "min_difficulty")
-    cl_max: float = opt(100, "max_difficulty")
+    cl_min: float = opt(1.0, "min_difficulty (a percentile, or a metric value)")
+    cl_max: float = opt(100.0, "max_difficulty")
     cl_schedule: str = opt("fixed_root", "schedule_type", choices=("fixed_linear", "fixed_root", "fixed_discrete"))
     cl_total_step: int = opt(0, "total_curriculum_step; 0 = 40% of the run's budget in dense steps", 0)
     cl_difficulty_step: int = opt(1, "difficulty_step", 1)
@@ -109,14 +118,18 @@ to_bool.__name__ = "bool"  # argparse names the type in its error: "invalid bool
 
 
 def parse(cls, argv, prog, description=""):
-    """Every field of the dataclass cls as --key=value (a bool also as --key), typed as its default -> cls(...)."""
-    p = Parser(prog=prog, usage=f"python {prog} [--key=value ...]", description=description, allow_abbrev=False,
-               formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Every field of the dataclass cls as --key=value (a bool also as --key), typed as it is
+    declared -> cls(...)."""
+    p = Parser(prog=prog, usage=f"python {prog} [--key=value ...]", description=description,
+               allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter)
     for f in fields(cls):
-        kind, help = type(f.default), f"{f.metadata.get('help', '')} (default: {f.default!r})".replace("%", "%%")
-        extra = {"nargs": "?", "const": True} if kind is bool else {"choices": f.metadata.get("choices")}
-        p.add_argument(f"--{f.name}", type=to_bool if kind is bool else kind, default=f.default, help=help,
-                       metavar=kind.__name__.upper(), **extra)
+        help = f"{f.metadata.get('help', '')} (default: {f.default!r})".replace("%", "%%")
+        if f.type is bool:
+            p.add_argument(f"--{f.name}", type=to_bool, default=f.default, help=help,
+                           metavar="BOOL", nargs="?", const=True)
+        else:
+            p.add_argument(f"--{f.name}", type=f.type, default=f.default, help=help,
+                           metavar=f.type.__name__.upper(), choices=f.metadata.get("choices"))
     return cls(**vars(p.parse_args(argv)))
 
 
@@ -128,8 +141,15 @@ USAGE = """  python train.py                                          # a small 
 
 
 def parse_args(argv):
-    """train.py's command line -> a checked TrainConfig; ValueError with one line on bad input."""
+    """train.py's command line -> a checked TrainConfig; ValueError with one line on bad input.
+
+    With --config, the DeepSpeed file's training keys (batch sizes, optimizer, scheduler,
+    clipping, precision) set their flags; a flag also given must agree (ds_config.py).
+    """
     cfg = parse(TrainConfig, argv, "train.py", USAGE)
+    if cfg.config:
+        given = {a[2:].partition("=")[0] for a in argv if a.startswith("--")}
+        cfg = replace(cfg, **ds_config.apply_training(cfg, ds_config.load(cfg.config), given))
     check(cfg)
     return cfg
 
@@ -164,9 +184,74 @@ def check(cfg):
 
 
 def budget_steps(cfg, global_batch_size):
-    """The run's length in dense steps: max_iters, or max_tokens / (G * T), whichever ends it first."""
-    by_tokens = cfg.max_tokens // (global_batch_size * cfg.block_size) if cfg.max_tokens else float("inf")
+    """The run's length in dense steps: max_iters, or max_tokens / (G * T), whichever ends first."""
+    by_tokens = float("inf")
+    if cfg.max_tokens:
+        by_tokens = cfg.max_tokens // (global_batch_size * cfg.block_size)
     return max(1, int(min(cfg.max_iters or float("inf"), by_tokens)))
+
+
+# -----------------------------------------------------------------------------
+# the curricula and random-LTD of a run, from our flags or a DeepSpeed config
+
+
+def data_efficiency(cfg, global_batch_size, known_metrics, notes, accum=None):
+    """-> (metrics, ltd): curricula {our metric name: DeepSpeed entry} and random-LTD (None =
+    off), checked; notes gets what --config set, ignored or does not apply."""
+    metrics, ltd = from_flags(cfg, global_batch_size)
+    if cfg.config and (metrics or ltd):
+        raise ValueError("--config and the cl_/seqlen/random_ltd flags both set a curriculum; "
+                         "use one of them")
+    if cfg.config:
+        ds = ds_config.load(cfg.config)
+        notes += ds_config.training_notes(ds)
+        metrics, ltd = ds_config.from_deepspeed(ds, cfg, notes, accum)
+    if sum(name in SEQLEN_METRICS for name in metrics) > 1:
+        raise ValueError("both seqlen_truncate and seqlen_reshape are set; "
+                         "keep one sequence-length curriculum")
+    for name, entry in metrics.items():
+        ds_config.check_curriculum(name, entry, cfg.block_size, known_metrics)
+    if ltd is not None:
+        ds_config.check_random_ltd(ltd, cfg.n_layer, cfg.block_size)
+        layers = sorted(set(ltd.get("random_ltd_layer_id") or []))  # []: the model's default
+        ltd = {**ltd, "random_ltd_layer_id": layers}
+    return metrics, ltd
+
+
+def from_flags(cfg, global_batch_size):
+    """The cl_/seqlen_/ltd_ flags as DeepSpeed-format dicts: ({name: entry}, random_ltd or None).
+    Schedule lengths left at 0 are 40% (curricula) and 60% (random-LTD) of the budget."""
+    steps, metrics, ltd = budget_steps(cfg, global_batch_size), {}, None
+    if cfg.cl_metric:
+        sc = {"total_curriculum_step": cfg.cl_total_step or max(1, int(0.4 * steps)),
+              "difficulty_step": cfg.cl_difficulty_step, "root_degree": cfg.cl_root_degree}
+        if cfg.cl_schedule == "fixed_discrete":
+            sc = {"difficulty": int_list("cl_discrete_difficulty", cfg.cl_discrete_difficulty),
+                  "max_step": int_list("cl_discrete_max_step", cfg.cl_discrete_max_step)}
+        metrics[cfg.cl_metric] = {"difficulty_type": cfg.cl_difficulty_type,
+                                  "min_difficulty": whole(cfg.cl_min),
+                                  "max_difficulty": whole(cfg.cl_max),
+                                  "schedule_type": cfg.cl_schedule, "schedule_config": sc}
+    if cfg.seqlen:
+        sc = {"total_curriculum_step": cfg.seqlen_total_step or max(1, int(0.4 * steps)),
+              "difficulty_step": cfg.seqlen_step}
+        metrics["seqlen_" + cfg.seqlen] = {"difficulty_type": "value",
+                                           "min_difficulty": cfg.seqlen_min,
+                                           "max_difficulty": cfg.block_size,
+                                           "schedule_type": "fixed_linear", "schedule_config": sc}
+    if cfg.random_ltd:
+        sc = {"require_steps": cfg.ltd_require_steps or max(1, int(0.6 * steps)),
+              "seq_per_step": cfg.ltd_seq_per_step}
+        schedule = {"min_value": cfg.ltd_min or cfg.block_size // 4, "max_value": cfg.block_size,
+                    "schedule_type": "fixed_linear", "schedule_config": sc}
+        ltd = {"random_ltd_schedule": schedule,
+               "random_ltd_layer_id": int_list("ltd_layers", cfg.ltd_layers)}
+    return metrics, ltd
+
+
+def whole(x):
+    """A difficulty as DeepSpeed's configs write it: 20.0 -> 20, 0.5 -> 0.5."""
+    return int(x) if float(x).is_integer() else x
 
 
 def domain_weights(text, names):

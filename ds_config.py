@@ -1,187 +1,359 @@
 """
-The data_efficiency settings of a run: curricula and random-LTD from our flags or a pasted DeepSpeed config.
+A pasted DeepSpeed config -> this run's settings: curricula, random-LTD, and the training keys we share.
 
-DeepSpeed Data Efficiency (arXiv 2212.03597) sets both in the `data_efficiency` section that
-deepspeed/runtime/data_pipeline/config.py reads; train.py --config FILE reads it unchanged, and our flags
-become the same dicts:
+DeepSpeed Data Efficiency (arXiv 2212.03597) reads the `data_efficiency` section in
+deepspeed/runtime/data_pipeline/config.py; train.py --config FILE reads the same file unchanged:
 
-    metrics = {name: one DeepSpeed curriculum_metrics entry}   # min/max_difficulty, schedule_type, ...
-    ltd     = {"random_ltd_schedule": {...}, "random_ltd_layer_id": [...]} or None
+    data_sampling.curriculum_learning.curriculum_metrics -> {our metric name: entry}   (sampler.py)
+    data_routing.random_ltd                              -> {"random_ltd_schedule", ...} (model.py)
+
+and the top-level keys that have a direct equivalent here become flags (TRAINING below):
+
+    train_batch_size, train_micro_batch_size_per_gpu   -> --global_batch_size, --batch_size
+    optimizer Adam/AdamW: lr, betas, eps, weight_decay  -> --learning_rate, --beta1, --beta2, ...
+    scheduler WarmupLR, WarmupDecayLR, WarmupCosineLR   -> --warmup_iters, --lr_decay_iters, ...
+    gradient_clipping; fp16 or bf16 enabled             -> --grad_clip; --dtype
 
 But:
-- every value is checked here, once, in one line naming the fix, so scheduler.py, sampler.py and model.py
-  read as their formulas;
-- schedule lengths left at 0 are 40% (curricula) and 60% (random-LTD) of the run's budget in dense steps;
-- DeepSpeed's metric names map to ours (vocabularyrarity, voc -> vocab_rarity), its index and cluster paths
-  are ignored with a note, keys that only matter to DeepSpeed are ignored, any other key is an error.
+- a value set here and a flag given on the command line must agree, or one line names both;
+- a section that is enabled runs as configured or stops with one line naming what is missing;
+- every documented DeepSpeed top-level key is accepted; those that change training in DeepSpeed
+  but are not applied here are listed in one note; an unknown key is an error;
+- DeepSpeed's metric names map to ours (vocabularyrarity, voc -> vocab_rarity); its index and
+  cluster paths are ignored with a note (analyzer.py builds this run's index).
 """
 
 import json
+from dataclasses import fields
 
-from config import budget_steps, int_list
 from sampler import SEQLEN_METRICS
 
-ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpeed's metric names -> ours
-DS_PATHS = {"index_to_sample_path", "index_to_metric_path", "data_cluster_path"}  # DeepSpeed's files, not ours
-DS_ONLY = DS_PATHS | {  # keys that only matter to DeepSpeed: accepted and ignored
-    "clustering_type", "model_mask_name", "model_type", "hidden_state_order", "num_workers", "num_epochs",
-    "layer_token_lr_schedule", "seed", "optimizer", "scheduler", "fp16", "bf16", "zero_optimization",
-    "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "prescale_gradients", "flops_profiler",
-    "zero_allow_untested_optimizer", "activation_checkpointing", "tensorboard", "wandb", "comms_logger",
-    "gradient_accumulation_steps"}
+ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpeed's names -> ours
+
+# -----------------------------------------------------------------------------
+# what a DeepSpeed config may hold: types of the keys we read, and the keys we only accept
+
 NUM, POS = (int, float), "positive"
-SCHEDULE = {"total_curriculum_step": POS, "difficulty_step": POS, "root_degree": POS, "difficulty": list,
-            "max_step": list, "require_steps": POS, "seq_per_step": POS}
-ENTRY = {"difficulty_type": str, "min_difficulty": NUM, "max_difficulty": NUM, "schedule_type": str,
-         "schedule_config": SCHEDULE}
-LTD = {"enabled": bool, "total_layer_num": NUM, "random_ltd_layer_num": NUM, "random_ltd_layer_id": list,
-       "random_ltd_schedule": {"min_value": NUM, "max_value": NUM, "schedule_type": str, "schedule_config": SCHEDULE}}
-SCHEMA = {"train_batch_size": NUM, "train_micro_batch_size_per_gpu": NUM, "data_efficiency": {
-    "enabled": bool, "data_routing": {"enabled": bool, "random_ltd": LTD}, "data_sampling": {
-        "enabled": bool, "curriculum_learning": {"enabled": bool, "curriculum_metrics": {"*": ENTRY}}}}}
-NEEDS = {"fixed_linear": ("total_curriculum_step", "difficulty_step"), "fixed_discrete": ("difficulty", "max_step"),
+SCHEDULE = {"total_curriculum_step": POS, "difficulty_step": POS, "root_degree": POS,
+            "difficulty": list, "max_step": list, "require_steps": POS, "seq_per_step": POS}
+ENTRY = {"difficulty_type": str, "min_difficulty": NUM, "max_difficulty": NUM,
+         "schedule_type": str, "schedule_config": SCHEDULE}
+LTD_SCHEDULE = {"min_value": NUM, "max_value": NUM, "schedule_type": str,
+                "schedule_config": SCHEDULE}
+LTD = {"enabled": bool, "total_layer_num": NUM, "random_ltd_layer_num": NUM,
+       "random_ltd_layer_id": list, "random_ltd_schedule": LTD_SCHEDULE,
+       "layer_token_lr_schedule": dict}
+CURRICULUM = {"enabled": bool, "curriculum_metrics": {"*": ENTRY}}
+DATA_EFFICIENCY = {
+    "enabled": bool, "seed": NUM,
+    "data_sampling": {"enabled": bool, "curriculum_learning": CURRICULUM, "dynamic_batching": dict},
+    "data_routing": {"enabled": bool, "random_ltd": LTD}}
+ANY = {"*": object}  # any keys, any values
+PRECISION = {"enabled": bool, **ANY}
+OPTIMIZER = {"type": str, "params": {"lr": NUM, "betas": list, "eps": NUM, "weight_decay": NUM,
+                                     "adam_w_mode": bool, **ANY}}
+SCHEDULER = {"type": str, "params": {"warmup_num_steps": NUM, "total_num_steps": NUM,
+                                     "warmup_max_lr": NUM, "cos_min_ratio": NUM, **ANY}}
+SCHEMA = {"train_batch_size": POS, "train_micro_batch_size_per_gpu": POS,
+          "gradient_accumulation_steps": POS, "gradient_clipping": NUM, "optimizer": OPTIMIZER,
+          "scheduler": SCHEDULER, "fp16": PRECISION, "bf16": PRECISION, "bfloat16": PRECISION,
+          "data_efficiency": DATA_EFFICIENCY}
+# keys only DeepSpeed's implementation reads: accepted and ignored, at any depth
+DS_ONLY = {"index_to_sample_path", "index_to_metric_path", "data_cluster_path", "clustering_type",
+           "model_mask_name", "model_type", "hidden_state_order", "num_workers", "num_epochs",
+           "pin_memory"}
+# DeepSpeed's documented top-level keys that change training, with the value that means "off":
+# accepted, and named in a note when on (they are not applied here)
+NOT_APPLIED = {
+    "amp": None, "torch_autocast": None, "communication_data_type": None,
+    "seq_parallel_communication_data_type": None, "prescale_gradients": False,
+    "gradient_predivide_factor": 1.0, "gradient_allreduce_op": None, "sparse_gradients": False,
+    "sparse_attention": None, "progressive_layer_drop": None, "compression_training": None,
+    "quantize_training": None, "eigenvalue": None, "data_types": None, "elasticity": None,
+    "expert_parallel": None, "pipeline": None, "tensor_parallel": None,
+    "sequence_parallel_size": 1, "hybrid_engine": None, "weight_quantization": None}
+# DeepSpeed's documented top-level keys for memory, speed, logging and I/O: accepted and ignored
+IGNORED = {
+    "zero_optimization", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
+    "activation_checkpointing", "aio", "autotuning", "checkpoint", "comet", "comms_logger",
+    "compile", "csv_monitor", "dataloader_drop_last", "datastates_ckpt", "disable_allgather",
+    "disable_python_gc", "dump_state", "flops_profiler", "graph_harvesting", "log_level",
+    "managed_gradient_accumulation", "memory_breakdown", "nebula", "steps_per_print",
+    "tensorboard", "timers", "use_data_before_expert_parallelism", "vocabulary_size",
+    "wall_clock_breakdown", "wandb"}
+NEEDS = {"fixed_linear": ("total_curriculum_step", "difficulty_step"),
+         "fixed_discrete": ("difficulty", "max_step"),
          "fixed_root": ("total_curriculum_step", "difficulty_step", "root_degree")}
 
 
-def data_efficiency(cfg, global_batch_size, known_metrics, notes):
-    """-> (metrics, ltd): curricula {our metric name: DeepSpeed entry} and random-LTD (None = off), checked."""
-    metrics, ltd = from_flags(cfg, global_batch_size)
-    if cfg.config and (metrics or ltd):
-        raise ValueError("--config and the cl_/seqlen/random_ltd flags both set a curriculum; use one of them")
-    if cfg.config:
-        try:
-            ds = json.load(open(cfg.config))
-        except (OSError, ValueError) as e:  # a missing file, or not JSON (JSONDecodeError, UnicodeDecodeError)
-            raise ValueError(f"--config {cfg.config} is not a readable JSON file ({e}); "
-                             "pass a DeepSpeed JSON file") from None
-        metrics, ltd = from_deepspeed(ds, cfg, global_batch_size, notes)
-    metrics = {ALIASES.get(name, name): entry for name, entry in metrics.items()}
-    if sum(name in SEQLEN_METRICS for name in metrics) > 1:
-        raise ValueError("both seqlen_truncate and seqlen_reshape are set; keep one sequence-length curriculum")
-    for name, entry in metrics.items():
-        check_curriculum(name, entry, cfg.block_size, known_metrics)
-    if ltd:
-        check_random_ltd(ltd, cfg.n_layer, cfg.block_size)
-        ltd = {**ltd, "random_ltd_layer_id": sorted(set(ltd.get("random_ltd_layer_id") or []))}  # []: the default
+def load(path):
+    """The JSON object in path, its keys and types checked; one line if it is not one."""
+    try:
+        with open(path) as f:
+            ds = json.load(f)
+    except (OSError, ValueError) as e:  # missing, a directory, not JSON, not UTF-8
+        raise ValueError(f"--config {path} is not a readable JSON file ({e}); "
+                         "pass a DeepSpeed JSON file") from None
+    if not isinstance(ds, dict):
+        raise ValueError(f"--config {path} must hold a JSON object, got {type(ds).__name__}")
+    legacy = ds.get("curriculum_learning")
+    if isinstance(legacy, dict) and legacy.get("enabled"):
+        raise ValueError("--config has DeepSpeed's legacy top-level curriculum_learning; move it to "
+                         "data_efficiency.data_sampling.curriculum_learning.curriculum_metrics"
+                         ".seqlen_truncate (see examples/ds_config_cl_ltd.json)")
+    check_schema(ds, SCHEMA, "the top level", top=True)
+    return ds
+
+
+def check_schema(obj, schema, where="the top level", top=False):
+    """Every key of obj known to schema (or accepted) and of its type: numbers are never strings."""
+    accepted = DS_ONLY | (NOT_APPLIED.keys() | IGNORED | {"curriculum_learning"} if top else set())
+    for k, v in obj.items():
+        want = schema.get(k, schema.get("*"))
+        if want is None and k in accepted:
+            continue
+        if want is None:
+            raise ValueError(f"unknown key {k!r} in {where} of --config; known: "
+                             f"{', '.join(sorted(schema.keys() - {'*'}))}")
+        kind = dict if isinstance(want, dict) else NUM if want == POS else want
+        if not isinstance(v, kind) or (kind == NUM and isinstance(v, bool)):
+            name = {dict: "an object {...}", list: "a list [...]", bool: "true or false",
+                    str: "a string"}.get(kind, "a number")
+            raise ValueError(f"--config: {k} in {where} must be {name}, got {json.dumps(v)}")
+        if want == POS and v <= 0:
+            raise ValueError(f"{k} in {where} is {v}; it must be positive")
+        if isinstance(want, dict) and want:
+            check_schema(v, want, k)
+
+
+# -----------------------------------------------------------------------------
+# training keys -> our flags
+
+
+def training(ds):
+    """{flag: (value, DeepSpeed key)} for the training keys of ds that have a flag here.
+
+    {"optimizer": {"type": "Adam", "params": {"lr": 6e-4, "betas": [0.9, 0.95]}}}
+    -> {"learning_rate": (6e-4, "optimizer.params.lr"), "beta1": (0.9, ...), "beta2": (0.95, ...)}
+    """
+    out = {}
+    for key, flag in (("train_batch_size", "global_batch_size"),
+                      ("train_micro_batch_size_per_gpu", "batch_size"),
+                      ("gradient_clipping", "grad_clip")):
+        if key in ds:
+            out[flag] = (ds[key], key)
+    precisions = [p for p in ("fp16", "bf16", "bfloat16") if ds.get(p, {}).get("enabled")]
+    if len(precisions) > 1:
+        raise ValueError(f"--config enables both {' and '.join(precisions)}; keep one")
+    if precisions:
+        p = precisions[0]
+        out["dtype"] = ("float16" if p == "fp16" else "bfloat16", f"{p}.enabled")
+    out.update(optimizer(ds.get("optimizer")))
+    out.update(scheduler(ds.get("scheduler"), out))
+    return out
+
+
+def optimizer(opt):
+    """DeepSpeed's Adam or AdamW (its Adam is AdamW unless adam_w_mode is false) -> our flags."""
+    if opt is None:
+        return {}
+    kind, params = opt.get("type", ""), opt.get("params", {})
+    if kind.lower() not in ("adam", "adamw") or params.get("adam_w_mode") is False:
+        raise ValueError(f"--config optimizer {kind!r} is not AdamW (the only optimizer here); "
+                         "use type Adam or AdamW, or drop the optimizer section")
+    out = {}
+    for key, flag in (("lr", "learning_rate"), ("eps", "eps"), ("weight_decay", "weight_decay")):
+        if key in params:
+            out[flag] = (params[key], f"optimizer.params.{key}")
+    betas = params.get("betas")
+    if betas is not None:
+        if len(betas) != 2 or not all(isinstance(b, NUM) for b in betas):
+            raise ValueError(f"--config optimizer.params.betas {betas} must be two numbers")
+        out["beta1"] = (betas[0], "optimizer.params.betas")
+        out["beta2"] = (betas[1], "optimizer.params.betas")
+    return out
+
+
+def scheduler(sched, applied):
+    """DeepSpeed's warmup schedulers -> warmup and decay lengths in steps (and the peak LR).
+
+    Here warmup is linear and the decay a cosine to min_lr, both on effective tokens; the steps
+    map directly (a dense step = one DeepSpeed step), the shapes are named in the note.
+    """
+    if sched is None:
+        return {}
+    kind, params, out = sched.get("type"), sched.get("params", {}), {}
+    if kind not in ("WarmupLR", "WarmupDecayLR", "WarmupCosineLR"):
+        return {}  # named in the note of keys not applied
+    if "warmup_num_steps" in params:
+        out["warmup_iters"] = (params["warmup_num_steps"], "scheduler.params.warmup_num_steps")
+    if "total_num_steps" in params:
+        out["lr_decay_iters"] = (params["total_num_steps"], "scheduler.params.total_num_steps")
+    if "warmup_max_lr" in params:
+        out["learning_rate"] = (params["warmup_max_lr"], "scheduler.params.warmup_max_lr")
+    if kind == "WarmupCosineLR" and "cos_min_ratio" in params:
+        lr = out.get("learning_rate", applied.get("learning_rate", (None,)))[0]
+        if lr is not None:
+            out["min_lr"] = (lr * params["cos_min_ratio"], "scheduler.params.cos_min_ratio")
+    return out
+
+
+def apply_training(cfg, ds, given):
+    """ds's training keys as {flag: value} for cfg; one line where a flag given on the command
+    line (given: their names) disagrees with the config."""
+    types, out = {f.name: f.type for f in fields(cfg)}, {}
+    for flag, (value, key) in training(ds).items():
+        if types[flag] is int and value != int(value):
+            raise ValueError(f"--config {key} is {value}; it must be a whole number")
+        value = types[flag](value)  # 100.0 -> 100 for a step count, 1 -> 1.0 for a rate
+        if flag in given and getattr(cfg, flag) != value:
+            raise ValueError(f"--config sets {key} {value} but --{flag}={getattr(cfg, flag)} was "
+                             "given; drop the flag or change the config")
+        out[flag] = value
+    return out
+
+
+def training_notes(ds):
+    """Notes: what ds set through our flags, and what changes training in DeepSpeed but not here."""
+    notes, applied = [], training(ds)
+    if applied:
+        notes.append("from --config: " + ", ".join(
+            f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
+            for flag, (value, _) in applied.items()))
+    off = [k for k, v in NOT_APPLIED.items() if k in ds and on(ds[k], v)]
+    params = ds.get("optimizer", {}).get("params", {})
+    mapped = ("lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction")
+    off += [f"optimizer.params.{k}" for k, v in params.items() if k not in mapped and on(v, False)]
+    sched = ds.get("scheduler")
+    if sched and sched.get("type") not in ("WarmupLR", "WarmupDecayLR", "WarmupCosineLR"):
+        off.append(f"scheduler {sched.get('type')}")
+    elif sched:
+        notes.append(f"scheduler {sched['type']}: warmup here is linear and the decay a cosine to "
+                     "min_lr, on effective tokens")
+    de = ds.get("data_efficiency", {})
+    if "seed" in de:
+        off.append("data_efficiency.seed (--seed seeds the sampler)")
+    lr_sched = de.get("data_routing", {}).get("random_ltd", {}).get("layer_token_lr_schedule", {})
+    if lr_sched.get("enabled"):
+        off.append("layer_token_lr_schedule (the LR here always follows effective tokens)")
+    if off:
+        notes.append("not applied here (they change training in DeepSpeed): " + "; ".join(off))
+    return notes
+
+
+def on(value, off_value):
+    """Whether a config value turns its feature on: not its 'off' value, not {"enabled": false}."""
+    if isinstance(value, dict):
+        return value.get("enabled", True) is not False and value != {}
+    return value != off_value and value is not False and value is not None
+
+
+# -----------------------------------------------------------------------------
+# data_efficiency -> curricula and random-LTD
+
+
+def from_deepspeed(ds, cfg, notes, accum=None):
+    """A checked DeepSpeed config dict -> ({name: curriculum entry}, random_ltd or None);
+    accum: this run's micro-steps per optimizer step, where known.
+
+    A section runs when it and every section above it are enabled (as in DeepSpeed); an enabled
+    section without what it needs is one line, never a silently dense run.
+    """
+    de = ds.get("data_efficiency", {})
+    sampling, routing = de.get("data_sampling", {}), de.get("data_routing", {})
+    cl, r = sampling.get("curriculum_learning", {}), routing.get("random_ltd", {})
+    if r.get("total_layer_num", cfg.n_layer) != cfg.n_layer:
+        raise ValueError(f"--config has total_layer_num {r['total_layer_num']} but this run has "
+                         f"{cfg.n_layer} layers; set --n_layer={r['total_layer_num']}")
+    ids, gas = r.get("random_ltd_layer_id", []), ds.get("gradient_accumulation_steps", accum)
+    if accum is not None and gas != accum:
+        raise ValueError(f"--config has gradient_accumulation_steps {gas} but this run accumulates "
+                         f"{accum} (global_batch_size / (batch_size * ranks)); make them agree")
+    if len(ids) != r.get("random_ltd_layer_num", len(ids)):
+        raise ValueError(f"--config random_ltd_layer_num {r['random_ltd_layer_num']} != "
+                         f"len(random_ltd_layer_id) {len(ids)}; make them agree")
+    if de.get("enabled") and sampling.get("enabled") and sampling.get("dynamic_batching", {}).get(
+            "enabled"):
+        raise ValueError("--config enables data_sampling.dynamic_batching, which this project does "
+                         "not implement; disable it")
+    if not de.get("enabled"):
+        if any(s.get("enabled") for s in (sampling, routing, cl, r)):
+            notes.append("data_efficiency.enabled is not true: its enabled sections are off, "
+                         "as in DeepSpeed")
+        return {}, None
+    entries = {}
+    if sampling.get("enabled") and cl.get("enabled"):
+        entries = cl.get("curriculum_metrics", {})
+        if not entries:
+            raise ValueError("--config enables curriculum_learning but has no curriculum_metrics; "
+                             "add one (see examples/ds_config_cl_ltd.json) or disable it")
+    paths = {"index_to_sample_path", "index_to_metric_path", "data_cluster_path"}
+    if paths & (set(cl) | {k for e in entries.values() for k in e}):
+        notes.append("DeepSpeed index/cluster paths in --config are ignored; "
+                     "this run uses analyzer.py's index")
+    metrics = {ALIASES.get(name, name): {k: v for k, v in e.items() if k not in DS_ONLY}
+               for name, e in entries.items()}
+    ltd = None
+    if routing.get("enabled") and r.get("enabled"):  # subtle: {} is an enabled, empty section
+        ltd = {k: v for k, v in r.items() if k.startswith("random_ltd_")}
     return metrics, ltd
 
 
-def need(d, keys, where):
-    missing = [k for k in keys if k not in d]
-    if missing:
-        raise ValueError(f"{where} is missing {', '.join(missing)}; add {'it' if len(missing) == 1 else 'them'}")
-
-
 def check_curriculum(name, e, block_size, known):
-    """One curriculum_metrics entry, as scheduler.py and sampler.py will read it (its types already checked)."""
+    """One curriculum_metrics entry, as scheduler.py and sampler.py will read it (types checked)."""
     where, kind, seqlen = f"curriculum metric {name}", e.get("difficulty_type"), name in SEQLEN_METRICS
     if name not in known and not seqlen:
         names = ", ".join(sorted({*known, *SEQLEN_METRICS, *ALIASES}))
         raise ValueError(f"unknown curriculum metric {name!r}; known: {names}")
     need(e, ("min_difficulty", "max_difficulty", "schedule_type"), where)
-    lo, hi, schedule, sc = e["min_difficulty"], e["max_difficulty"], e["schedule_type"], e.get("schedule_config", {})
-    if schedule not in NEEDS:  # subtle: a "custom" schedule needs a Python callable, which no config holds
+    lo, hi = e["min_difficulty"], e["max_difficulty"]
+    schedule, sc = e["schedule_type"], e.get("schedule_config", {})
+    if schedule not in NEEDS:  # subtle: a "custom" schedule needs a Python callable
         raise ValueError(f"{where}: schedule_type {schedule!r} unknown; use one of {', '.join(NEEDS)}")
     need(sc, NEEDS[schedule], f"{schedule} schedule_config")
     if lo > hi:
         raise ValueError(f"{where}: min_difficulty {lo} > max_difficulty {hi}; swap them")
     if seqlen and not 1 <= lo <= hi <= block_size:
-        raise ValueError(f"{name} lengths {lo}..{hi} must lie in 1..{block_size}; set --block_size={hi} or fix them")
-    if not seqlen and kind not in ("value", "percentile") or kind == "percentile" and (lo < 0 or hi <= 0):
-        raise ValueError(f"{where}: difficulty_type {kind!r} with min {lo}, max {hi}; use value, or percentile "
-                         "with min >= 0 and max > 0")
+        raise ValueError(f"{name} lengths {lo}..{hi} must lie in 1..{block_size}; "
+                         f"set --block_size={hi} or fix them")
+    bad_kind = not seqlen and kind not in ("value", "percentile")
+    if bad_kind or (kind == "percentile" and (lo < 0 or hi <= 0)):
+        raise ValueError(f"{where}: difficulty_type {kind!r} with min {lo}, max {hi}; use value, "
+                         "or percentile with min >= 0 and max > 0")
     if schedule == "fixed_discrete" and len(sc["max_step"]) != len(sc["difficulty"]) - 1:
-        raise ValueError(f"fixed_discrete needs len(max_step) == len(difficulty) - 1, got {len(sc['max_step'])} and "
-                         f"{len(sc['difficulty'])}; give one max_step per difficulty but the last")
+        raise ValueError(f"fixed_discrete needs len(max_step) == len(difficulty) - 1, got "
+                         f"{len(sc['max_step'])} and {len(sc['difficulty'])}; "
+                         "give one max_step per difficulty but the last")
     if schedule == "fixed_discrete" and sc["max_step"] != sorted(set(sc["max_step"])):
         raise ValueError(f"fixed_discrete max_step {sc['max_step']} must be increasing; sort it")
 
 
 def check_random_ltd(ltd, n_layer, block_size):
-    """random_ltd settings as model.py and scheduler.RandomLTDScheduler will read them (their types already checked)."""
+    """random_ltd settings as model.py and scheduler.RandomLTDScheduler will read them."""
     ids = ltd.get("random_ltd_layer_id") or []  # none: the model's default, 1 .. n_layer-2
     bad = [i for i in ids if not 0 <= i < n_layer]
-    if bad or n_layer < 3 and not ids:
-        raise ValueError(f"random-LTD needs dropping layers inside 0..{n_layer - 1} (got {bad or 'none'}); "
-                         "use --n_layer=3 or more, or list them with --ltd_layers")
+    if bad or (n_layer < 3 and not ids):
+        raise ValueError(f"random-LTD needs dropping layers inside 0..{n_layer - 1} (got "
+                         f"{bad or 'none'}); use --n_layer=3 or more, or list them with --ltd_layers")
     need(ltd, ("random_ltd_schedule",), "random_ltd")
     s = ltd["random_ltd_schedule"]
     need(s, ("min_value", "max_value", "schedule_config"), "random_ltd_schedule")
-    lo, hi, kind, sc = s["min_value"], s["max_value"], s.get("schedule_type", "fixed_linear"), s["schedule_config"]
-    need(sc, ("require_steps", "seq_per_step") + (("root_degree",) if kind == "fixed_root" else ()),
-         "random_ltd schedule_config")
+    lo, hi, sc = s["min_value"], s["max_value"], s["schedule_config"]
+    kind = s.get("schedule_type", "fixed_linear")
+    root = ("root_degree",) if kind == "fixed_root" else ()
+    need(sc, ("require_steps", "seq_per_step") + root, "random_ltd schedule_config")
     if kind not in ("fixed_linear", "fixed_root"):
         raise ValueError(f"random_ltd schedule_type {kind!r} unknown; use fixed_linear or fixed_root")
     if not 0 < lo <= hi <= block_size:
-        raise ValueError(f"random_ltd kept lengths min_value {lo}..max_value {hi} must lie in 1..block_size "
-                         f"{block_size}; fix them or set --block_size={hi}")
-    if lo < sc["seq_per_step"]:  # subtle: r -= r % seq_per_step would make the first kept length 0
-        raise ValueError(f"random_ltd min_value {lo} < seq_per_step {sc['seq_per_step']} gives a kept length of 0; "
-                         "raise min_value to a multiple of seq_per_step")
+        raise ValueError(f"random_ltd kept lengths min_value {lo}..max_value {hi} must lie in "
+                         f"1..block_size {block_size}; fix them or set --block_size={hi}")
+    if lo < sc["seq_per_step"]:  # subtle: r -= r % seq_per_step would make the first r 0
+        raise ValueError(f"random_ltd min_value {lo} < seq_per_step {sc['seq_per_step']} gives a "
+                         "kept length of 0; raise min_value to a multiple of seq_per_step")
 
 
-def from_flags(cfg, global_batch_size):
-    """The cl_/seqlen_/ltd_ flags as DeepSpeed-format dicts: ({name: curriculum entry}, random_ltd or None)."""
-    steps, metrics, ltd = budget_steps(cfg, global_batch_size), {}, None
-    if cfg.cl_metric:
-        sc = {"total_curriculum_step": cfg.cl_total_step or max(1, int(0.4 * steps)),
-              "difficulty_step": cfg.cl_difficulty_step, "root_degree": cfg.cl_root_degree}
-        if cfg.cl_schedule == "fixed_discrete":
-            sc = {"difficulty": int_list("cl_discrete_difficulty", cfg.cl_discrete_difficulty),
-                  "max_step": int_list("cl_discrete_max_step", cfg.cl_discrete_max_step)}
-        metrics[cfg.cl_metric] = {"difficulty_type": cfg.cl_difficulty_type, "min_difficulty": cfg.cl_min,
-                                  "max_difficulty": cfg.cl_max, "schedule_type": cfg.cl_schedule, "schedule_config": sc}
-    if cfg.seqlen:
-        sc = {"total_curriculum_step": cfg.seqlen_total_step or max(1, int(0.4 * steps)),
-              "difficulty_step": cfg.seqlen_step}
-        metrics["seqlen_" + cfg.seqlen] = {"difficulty_type": "value", "min_difficulty": cfg.seqlen_min,
-                                           "max_difficulty": cfg.block_size, "schedule_type": "fixed_linear",
-                                           "schedule_config": sc}
-    if cfg.random_ltd:
-        sc = {"require_steps": cfg.ltd_require_steps or max(1, int(0.6 * steps)), "seq_per_step": cfg.ltd_seq_per_step}
-        ltd = {"random_ltd_schedule": {"min_value": cfg.ltd_min or cfg.block_size // 4, "max_value": cfg.block_size,
-                                       "schedule_type": "fixed_linear", "schedule_config": sc},
-               "random_ltd_layer_id": int_list("ltd_layers", cfg.ltd_layers)}
-    return metrics, ltd
-
-
-def check_schema(obj, schema, where="the top level"):
-    """Every key of obj known to schema (or DeepSpeed-only) and of its type: numbers are never strings or booleans."""
-    for k, v in obj.items():
-        want = schema.get(k, schema.get("*"))
-        if want is None and k not in DS_ONLY:
-            raise ValueError(f"unknown key {k!r} in {where} of --config; known: {', '.join(sorted(schema))}")
-        kind = dict if isinstance(want, dict) else NUM if want == POS else want
-        if want is not None and (not isinstance(v, kind) or kind is not bool and isinstance(v, bool)):
-            name = {dict: "an object {...}", list: "a list [...]", bool: "true or false", str: "a string"}
-            raise ValueError(f"--config: {k} in {where} must be {name.get(kind, 'a number')}, got {json.dumps(v)}")
-        if want == POS and v <= 0:
-            raise ValueError(f"{k} in {where} is {v}; it must be positive")
-        if isinstance(want, dict):
-            check_schema(v, want, k)
-
-
-def from_deepspeed(ds, cfg, global_batch_size, notes):
-    """A DeepSpeed config dict -> ({name: curriculum entry}, random_ltd or None), checked against the run."""
-    if not isinstance(ds, dict):
-        raise ValueError(f"--config {cfg.config} must hold a JSON object, got {type(ds).__name__}")
-    check_schema(ds, SCHEMA)
-    de = ds.get("data_efficiency", {})
-    sampling, routing = de.get("data_sampling", {}), de.get("data_routing", {})
-    cl, r = sampling.get("curriculum_learning", {}), routing.get("random_ltd", {})
-    for d, key, ours, flag in ((ds, "train_batch_size", global_batch_size, "global_batch_size"),
-                               (ds, "train_micro_batch_size_per_gpu", cfg.batch_size, "batch_size"),
-                               (r, "total_layer_num", cfg.n_layer, "n_layer")):
-        if d.get(key, ours) != ours:
-            raise ValueError(f"--config has {key} {d[key]} but this run has {ours}; set --{flag}={d[key]}")
-    ids = r.get("random_ltd_layer_id", [])
-    if len(ids) != r.get("random_ltd_layer_num", len(ids)):
-        raise ValueError(f"--config random_ltd_layer_num {r['random_ltd_layer_num']} != len(random_ltd_layer_id) "
-                         f"{len(ids)}; make them agree")
-    entries = cl.get("curriculum_metrics", {}) if de.get("enabled") and sampling.get("enabled") and cl.get("enabled") \
-        else {}
-    if DS_PATHS & (set(cl) | {k for e in entries.values() for k in e}):
-        notes.append("DeepSpeed index/cluster paths in --config are ignored; this run uses analyzer.py's index")
-    metrics = {name: {k: v for k, v in e.items() if k not in DS_ONLY} for name, e in entries.items()}
-    on = de.get("enabled") and routing.get("enabled") and r.get("enabled")
-    return metrics, {k: v for k, v in r.items() if k.startswith("random_ltd_")} if on else None
+def need(d, keys, where):
+    missing = [k for k in keys if k not in d]
+    if missing:
+        what = "it" if len(missing) == 1 else "them"
+        raise ValueError(f"{where} is missing {', '.join(missing)}; add {what}")

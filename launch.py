@@ -69,7 +69,7 @@ def resolve_dtype(dtype, device):
     """auto -> bfloat16 on GPUs that have it natively, float16 on older ones (V100, T4), float32 on the CPU."""
     if dtype == "float16" and device == "cpu":
         raise ValueError("--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); "
-                         "use float32 or bfloat16")
+                         "use float32 or bfloat16 (with --config: turn its fp16 section off)")
     if dtype != "auto" or device == "cpu":
         return "float32" if dtype == "auto" else dtype
     return "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"

@@ -154,7 +154,7 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, eps=1e-8):
         """AdamW; weight decay on matrices (dim >= 2) only, not on biases and LayerNorm gains."""
         params = [p for p in self.parameters() if p.requires_grad]
         groups = [
@@ -162,7 +162,8 @@ class GPT(nn.Module):
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
         ]
         fused = device_type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
+        extra = {"fused": True} if fused else {}
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, eps=eps, **extra)
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):

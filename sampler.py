@@ -195,7 +195,10 @@ class CurriculumSampler:
         for k, bag in enumerate(self.bags):
             bag.add(added if len(self.bags) == 1 else added[self.domains[added] == k])  # they join this pass
         if self.sizes.sum() == 0:
-            raise ValueError(f"the curriculum admits no samples at step {self.step} ({d}); raise min_difficulty")
+            ranges = "".join(f"; {name} ranges {i2m[0]:.6g} .. {i2m[-1]:.6g} on this data"
+                             for name, kind, _, _, i2m in self.curricula if kind == "value")
+            fix = "set the difficulties within it" if ranges else "raise min_difficulty"
+            raise ValueError(f"the curriculum admits no samples at step {self.step} ({d}){ranges}; {fix}")
         for k in np.flatnonzero((self.sizes == 0) & (self.weights > 0)):
             raise ValueError(f"domain {k} has weight {self.weights[k]:g} but no admitted samples at step "
                              f"{self.step} ({d}); give it weight 0 or raise min_difficulty")

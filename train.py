@@ -41,7 +41,6 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import analyzer
 import checkpoint
 import data
-import ds_config
 import launch
 from launch import print0
 from model import GPT, GPTConfig, compile_count, compile_model
@@ -82,7 +81,8 @@ def setup(cfg, rank, local_rank, world_size, device, notes):
     if G % (cfg.batch_size * world_size):
         raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * "
                          f"{world_size}; change --global_batch_size or --batch_size")
-    metrics, ltd = ds_config.data_efficiency(cfg, G, analyzer.METRICS, notes)
+    accum = G // (cfg.batch_size * world_size)
+    metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes, accum)
     launch.on_each_filesystem(lambda: data.corpus_dir(cfg.data_dir), rank, local_rank)
     data_dir = data.corpus_dir(cfg.data_dir, prepare_default=False)
     train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
@@ -99,14 +99,19 @@ def setup(cfg, rank, local_rank, world_size, device, notes):
     raw_model, dtype, device_type = GPT(gconf).to(device), launch.resolve_dtype(cfg.dtype, device), device.split(":")[0]
     torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's seed offset
     ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # so do the kept tokens
-    optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
+    optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2),
+                                               device_type, cfg.eps)
     shapes_change = bool(ltd) or sampler.seqlen_name is not None  # s or r follow a schedule
     model = compile_model(raw_model, shapes_change) if cfg.compile else raw_model
     if dist.is_initialized():  # under torchrun
         model = DDP(model, device_ids=[int(device.split(":")[1])] if device != "cpu" else None)
     ltd_sched = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
+    budget = budget_tokens(cfg, sampler, ltd_sched, len(raw_model.ltd_layers))
     lr_tokens = (G * cfg.block_size, cfg.warmup_iters * G * cfg.block_size,
-                 decay_horizon(cfg, sampler, ltd_sched, len(raw_model.ltd_layers)))
+                 cfg.lr_decay_iters * G * cfg.block_size or budget)
+    if max(lr_tokens[1:]) > budget:  # the LR will not reach min_lr: say so
+        notes.append(f"the LR schedule (warmup to {lr_tokens[1]:,}, decay to {lr_tokens[2]:,.0f} effective "
+                     f"tokens) ends after this run's budget ({budget:,.0f}): its last steps stay above min_lr")
     n_eval = min(cfg.eval_samples, len(val_data))
     scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
     ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=getattr(torch, dtype))
@@ -135,14 +140,12 @@ def kept_length(ltd_sched, step, s):
     return min(ltd_sched.get_value(step), s) if ltd_sched else None
 
 
-def decay_horizon(cfg, sampler, ltd_sched, n_ltd):
-    """Effective tokens where the cosine decay ends: --lr_decay_iters, else where the budget ends.
+def budget_tokens(cfg, sampler, ltd_sched, n_ltd):
+    """Effective tokens where the run's budget ends, and with it the cosine decay (unless --lr_decay_iters).
 
     A step budget ends at the effective tokens the schedules will have spent by then (they are
     pure functions of the step, so this is exact); a token budget ends at --max_tokens.
     """
-    if cfg.lr_decay_iters:
-        return cfg.lr_decay_iters * sampler.G * cfg.block_size
     ends = [cfg.max_tokens] if cfg.max_tokens else []
     if cfg.max_iters:
         s = [sampler.seqlen(t) for t in range(cfg.max_iters)]

@@ -92,9 +92,26 @@ def test_refuses_to_replace_a_checkpoint_without_resume_or_overwrite(tmp_path):
                        match="continue it with --resume, pick another --out_dir, or replace it with --overwrite"):
         with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path}"])):
             pass
-    fcntl.flock(os.open(tmp_path / ".lock", os.O_RDWR), fcntl.LOCK_EX | fcntl.LOCK_NB)  # the refusal released the lock
+    assert os.listdir(tmp_path) == ["ckpt.pt"]  # the refusal took its lock away
     for flag in ("--resume", "--overwrite", "--save_checkpoint=false"):
         with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path / flag[2:]}", flag])):
+            pass
+
+
+def test_the_run_directory_holds_nothing_of_the_run_but_checkpoints(tmp_path):
+    """The lock goes at the end, error or not, and so do the directories the run made if they are
+    empty; a directory that was there stays. (Every error after parsing left out_dir/.lock.)"""
+    with pytest.raises(ValueError, match="boom"):
+        with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path / 'a' / 'b'}"])):
+            assert os.listdir(tmp_path / "a" / "b") == [".lock"]
+            raise ValueError("boom")
+    assert os.listdir(tmp_path) == []
+    with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path}"])):
+        (tmp_path / "ckpt.pt").write_bytes(b"x")
+    assert os.listdir(tmp_path) == ["ckpt.pt"]
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match=r"--out_dir=.*file is a file; pick a directory"):
+        with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path / 'file'}"])):
             pass
 
 

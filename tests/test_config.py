@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -9,8 +10,7 @@ import time
 import pytest
 
 import config
-from config import parse_args
-from ds_config import data_efficiency
+from config import data_efficiency, parse_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KNOWN = ("vocab_rarity", "num_docs")
@@ -31,6 +31,22 @@ def test_every_option_has_help_and_help_is_fast():
     r = subprocess.run([sys.executable, "-X", "importtime", "train.py", "--help"], capture_output=True, text=True,
                        cwd=ROOT, timeout=60)
     assert "torch" not in {line.split("|")[-1].strip().split(".")[0] for line in r.stderr.splitlines() if "|" in line}
+
+
+def test_every_option_parses_as_the_type_it_declares():
+    """--cl_min=0.5 was refused ("invalid int value") because the parser took the type from the
+    default's value (1), not the field's annotation (float)."""
+    sample = {int: ("7", 7), float: ("0.5", 0.5), bool: ("false", False)}
+    for f in config.fields(config.TrainConfig):
+        if f.type is str:
+            text = want = (f.metadata["choices"] or ("x",))[-1]
+        else:
+            text, want = sample[f.type]
+        cfg = config.parse(config.TrainConfig, [f"--{f.name}={text}"], "train.py")
+        got = getattr(cfg, f.name)
+        assert got == want and type(got) is f.type, f.name
+    cfg = parse_args(["--cl_metric=vocab_rarity", "--cl_min=0.5", "--cl_difficulty_type=value"])
+    assert data_efficiency(cfg, 16, KNOWN, [])[0]["vocab_rarity"]["min_difficulty"] == 0.5
 
 
 @pytest.mark.parametrize("args, want", [
@@ -101,14 +117,20 @@ def test_deepspeed_example_maps_to_our_settings(tmp_path):
     notes = []
     cfg = parse_args([f"--config={write(tmp_path, ds_example())}"])
     metrics, ltd = data_efficiency(cfg, 16, KNOWN, notes)
-    assert set(metrics) == {"vocab_rarity", "seqlen_truncate"} and len(notes) == 1
+    assert set(metrics) == {"vocab_rarity", "seqlen_truncate"}
+    assert notes == ["from --config: global_batch_size 16, batch_size 16",
+                     "not applied here (they change training in DeepSpeed): data_efficiency.seed "
+                     "(--seed seeds the sampler)",
+                     "DeepSpeed index/cluster paths in --config are ignored; "
+                     "this run uses analyzer.py's index"]
     assert metrics["vocab_rarity"]["schedule_config"]["total_curriculum_step"] == 600
     assert ltd["random_ltd_layer_id"] == [1, 2] and ltd["random_ltd_schedule"]["min_value"] == 32
 
 
 @pytest.mark.parametrize("edit, want", [
     (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].update(total_layer_num=24), "set --n_layer=24"),
-    (lambda d: d.update(train_batch_size=512), "set --global_batch_size=512"),
+    (lambda d: d.update(train_batch_size=512), "--config sets train_batch_size 512 but "
+                                               "--global_batch_size=16 was given; drop the flag"),
     (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"].update(
         {"perplexity": {"difficulty_type": "value", "min_difficulty": 1, "max_difficulty": 2,
                         "schedule_type": "fixed_linear",
@@ -127,9 +149,10 @@ def test_deepspeed_example_maps_to_our_settings(tmp_path):
 def test_deepspeed_config_mistakes_are_one_line_errors(tmp_path, edit, want):
     ds = ds_example()
     edit(ds)
-    cfg = parse_args([f"--config={write(tmp_path, ds)}", "--n_layer=4"])
-    with pytest.raises(ValueError, match=want.replace("(", r"\(").replace("[", r"\[")):
+    with pytest.raises(ValueError, match=want.replace("(", r"\(").replace("[", r"\[")) as e:
+        cfg = parse_args([f"--config={write(tmp_path, ds)}", "--n_layer=4", "--global_batch_size=16"])
         data_efficiency(cfg, 16, KNOWN, [])
+    assert "\n" not in str(e.value)
 
 
 def test_config_file_not_json_or_not_an_object(tmp_path):
@@ -150,7 +173,7 @@ def test_published_gpt3_recipe_config_maps_to_our_settings():
                       "--block_size=2048"])
     notes = []
     metrics, ltd = data_efficiency(cfg, 512, KNOWN, notes)
-    assert set(metrics) == {"vocab_rarity", "seqlen_truncate"} and len(notes) == 1
+    assert set(metrics) == {"vocab_rarity", "seqlen_truncate"} and len(notes) == 3
     assert metrics["vocab_rarity"] == {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
                                        "schedule_type": "fixed_root",
                                        "schedule_config": {"total_curriculum_step": 110000, "difficulty_step": 1,
@@ -170,3 +193,87 @@ def test_domain_weights_by_name():
             config.domain_weights(text, ["a", "b"])
     with pytest.raises(ValueError, match="it has none: prepare it with data.py --domain"):
         config.domain_weights("a=1", [])
+
+
+def real_deepspeed_config():
+    """A training config as DeepSpeed users write them, around the example's data_efficiency."""
+    ds = ds_example()
+    ds.update(optimizer={"type": "Adam", "params": {"lr": 6e-4, "betas": [0.9, 0.95], "eps": 1e-6,
+                                                    "weight_decay": 0.01, "amsgrad": True}},
+              scheduler={"type": "WarmupCosineLR", "params": {"total_num_steps": 900,
+                                                              "warmup_num_steps": 30,
+                                                              "cos_min_ratio": 0.1}},
+              gradient_clipping=0.5, bf16={"enabled": True}, fp16={"enabled": False},
+              communication_data_type="fp32", zero_optimization={"stage": 1},
+              progressive_layer_drop={"enabled": True, "theta": 0.5, "gamma": 0.001},
+              steps_per_print=10, wall_clock_breakdown=False)
+    return ds
+
+
+def test_a_real_deepspeed_config_sets_our_flags_and_names_the_rest(tmp_path):
+    """optimizer, scheduler, clipping and precision become flags (LR 2e-3, clipping 1.0 and float32
+    were kept before); every documented top-level key is accepted; what changes training in
+    DeepSpeed but not here is named in one note."""
+    path = write(tmp_path, real_deepspeed_config())
+    cfg = parse_args([f"--config={path}"])
+    assert (cfg.learning_rate, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay) == \
+        (6e-4, 0.9, 0.95, 1e-6, 0.01)
+    assert (cfg.grad_clip, cfg.dtype, cfg.warmup_iters, cfg.lr_decay_iters) == \
+        (0.5, "bfloat16", 30, 900)
+    assert cfg.min_lr == pytest.approx(6e-5) and (cfg.batch_size, cfg.global_batch_size) == (16, 16)
+    notes = []
+    data_efficiency(cfg, 16, KNOWN, notes)
+    assert notes[0] == ("from --config: global_batch_size 16, batch_size 16, grad_clip 0.5, dtype "
+                        "bfloat16, learning_rate 0.0006, eps 1e-06, weight_decay 0.01, beta1 0.9, "
+                        "beta2 0.95, warmup_iters 30, lr_decay_iters 900, min_lr 6e-05")
+    assert notes[1].startswith("scheduler WarmupCosineLR: warmup here is linear")
+    assert notes[2] == ("not applied here (they change training in DeepSpeed): communication_data_type;"
+                        " progressive_layer_drop; optimizer.params.amsgrad; data_efficiency.seed "
+                        "(--seed seeds the sampler)")
+
+
+@pytest.mark.parametrize("flags, want", [
+    (["--learning_rate=1e-3"], "--config sets optimizer.params.lr 0.0006 but --learning_rate=0.001 "
+                               "was given; drop the flag or change the config"),
+    (["--dtype=float32"], "--config sets bf16.enabled bfloat16 but --dtype=float32 was given"),
+    (["--warmup_iters=5"], "--config sets scheduler.params.warmup_num_steps 30 but --warmup_iters=5"),
+])
+def test_a_flag_that_disagrees_with_the_config_is_one_line(tmp_path, flags, want):
+    path = write(tmp_path, real_deepspeed_config())
+    with pytest.raises(ValueError, match=re.escape(want)):
+        parse_args([f"--config={path}", *flags])
+    assert parse_args([f"--config={path}", "--learning_rate=6e-4"]).learning_rate == 6e-4  # agrees
+
+
+@pytest.mark.parametrize("edit, want", [
+    (lambda d: d["data_efficiency"]["data_routing"].update(random_ltd={"enabled": True}),
+     "random_ltd is missing random_ltd_schedule; add it"),
+    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"].pop("curriculum_metrics"),
+     "--config enables curriculum_learning but has no curriculum_metrics"),
+    (lambda d: d["data_efficiency"]["data_sampling"].update(dynamic_batching={"enabled": True}),
+     "enables data_sampling.dynamic_batching, which this project does not implement"),
+    (lambda d: d.update(curriculum_learning={"enabled": True, "curriculum_type": "seqlen"}),
+     "legacy top-level curriculum_learning; move it to data_efficiency.data_sampling"),
+    (lambda d: d.update(optimizer={"type": "Lamb", "params": {"lr": 1e-3}}),
+     "optimizer 'Lamb' is not AdamW"),
+    (lambda d: d.update(fp16={"enabled": True}, bf16={"enabled": True}),
+     "--config enables both fp16 and bf16; keep one"),
+    (lambda d: d.update(gradient_accumulation_steps=4), "--config has gradient_accumulation_steps 4 "
+                                                        "but this run accumulates 1"),
+])
+def test_an_enabled_section_runs_or_stops_with_one_line(tmp_path, edit, want):
+    """random_ltd enabled without its schedule trained dense and exited 0 (an empty dict is falsy)."""
+    ds = ds_example()
+    edit(ds)
+    with pytest.raises(ValueError, match=re.escape(want)) as e:
+        data_efficiency(parse_args([f"--config={write(tmp_path, ds)}"]), 16, KNOWN, [], accum=1)
+    assert "\n" not in str(e.value)
+
+
+def test_a_disabled_data_efficiency_is_said():
+    ds = ds_example()
+    ds["data_efficiency"]["enabled"] = False
+    notes = []
+    assert config.ds_config.from_deepspeed(ds, parse_args([]), notes) == ({}, None)
+    assert notes == ["data_efficiency.enabled is not true: its enabled sections are off, "
+                     "as in DeepSpeed"]

@@ -13,7 +13,7 @@ import data
 import reproduce
 import train
 from config import parse_args
-from ds_config import from_flags
+from config import from_flags
 
 TINY = {"model": ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=16", "--batch_size=4"], "budget_steps": 2}
 

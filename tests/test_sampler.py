@@ -156,9 +156,11 @@ def test_seqlen_truncate_and_reshape_keep_the_right_tokens():
         seqlen_truncate(np.zeros((2, 9)), 9)  # ds_config.py refuses such lengths with one line
 
 
-def test_an_empty_pool_is_one_line():
-    s, _, _ = make(kind="value", fn=lambda u: -1)
-    with pytest.raises(ValueError, match=r"admits no samples at step 0 \({'a': -1}\); raise min_difficulty"):
+def test_an_empty_pool_is_one_line_with_the_metric_range():
+    s, m, _ = make(kind="value", fn=lambda u: -1)
+    lo, hi = f"{m.min():.6g}", f"{m.max():.6g}"
+    want = rf"admits no samples at step 0 \({{'a': -1}}\); a ranges {lo} .. {hi} on this data; set the "
+    with pytest.raises(ValueError, match=want):
         s.global_ids()
 
 

@@ -68,7 +68,7 @@ def test_cli_smoke_run(corpus, tmp_path):
     assert r.stdout.split("sample:\n")[1].startswith(first_line)  # starts from the corpus's own text, not "def "
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
     assert ckpt["state"]["iter_num"] == 4 and ckpt["state"]["raw_tokens"] == 4 * 4 * 16 and "sampler" in ckpt
-    assert sorted(os.listdir(tmp_path)) == [".lock", "ckpt.pt"]
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.pt"]
 
 
 def test_learns_on_the_corpus(corpus, tmp_path):
@@ -207,6 +207,16 @@ def test_token_clock_lr_and_max_tokens_stop(corpus, tmp_path):
 def test_first_step_lr_is_one_step_of_warmup(corpus, tmp_path):
     out = train.train(cfg_for(corpus, tmp_path, "--max_iters=3", "--warmup_iters=9", "--save_checkpoint=false"))
     assert out["lrs"][0] == pytest.approx(3e-3 / 10)  # nanoGPT: lr * (it + 1) / (warmup_iters + 1)
+
+
+def test_a_warmup_longer_than_the_budget_is_said(corpus, tmp_path, capsys):
+    """3 steps of 64 tokens, warmup 9 steps: the LR never decays, and a note says so (it did not)."""
+    train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=3",
+                       "--warmup_iters=9"])
+    assert ("note: the LR schedule (warmup to 576, decay to 192 effective tokens) ends after this "
+            "run's budget (192): its last steps stay above min_lr") in capsys.readouterr().out
+    train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'b'}", "--max_iters=3"])
+    assert "ends after this run's budget" not in capsys.readouterr().out
 
 
 def test_lr_under_max_tokens_without_lr_decay_iters(corpus, tmp_path):
@@ -393,6 +403,20 @@ def test_a_nanogpt_corpus_is_hashed_once_per_run_and_a_changed_one_refused(corpu
     assert "would change the run: corpus" in main_error(capsys, *argv, "--max_iters=8", "--resume")
 
 
+def test_errors_after_parsing_leave_nothing_behind(corpus, tmp_path, capsys):
+    """Each bad input is one line, and the out_dir it named is not left behind (it held .lock)."""
+    (tmp_path / "bin").mkdir()
+    np.arange(100, dtype=np.uint16).tofile(tmp_path / "bin" / "train.bin")
+    (tmp_path / "bin" / "val.bin").write_bytes(b"\x00\x01\x02")  # odd length: not uint16 tokens
+    cases = [[f"--data_dir={tmp_path / 'missing'}"], ["--global_batch_size=6"],
+             ["--block_size=100000"], [f"--data_dir={tmp_path / 'bin'}", "--vocab_size=300"],
+             ["--random_ltd", "--ltd_min=99"]]
+    for k, extra in enumerate(cases):
+        out = tmp_path / f"out{k}"
+        main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={out}", *extra)
+        assert not out.exists(), extra
+
+
 def test_random_ltd_needs_a_middle_layer(corpus, tmp_path, capsys):
     line = main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--n_layer=2", *LTD)
     assert "--n_layer=3 or more" in line
@@ -416,7 +440,7 @@ def test_disk_full_while_checkpointing(corpus, tmp_path, capsys, monkeypatch):
     argv = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=4", "--eval_interval=2"]
     monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
     assert "No space left on device" in main_error(capsys, *argv)
-    assert os.listdir(tmp_path) == [".lock"]  # no half-written checkpoint
+    assert os.listdir(tmp_path) == []  # no half-written checkpoint, no lock
 
 
 def test_compile_with_curricula_and_ltd_compiles_a_bounded_number_of_graphs(corpus, tmp_path, monkeypatch, capsys):
