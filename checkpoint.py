@@ -23,7 +23,7 @@ import fcntl
 import hashlib
 import io
 import os
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 
 import torch
 import torch.distributed as dist
@@ -82,10 +82,37 @@ def save(run, state, path):
                                "rng": rngs, "settings": settings(run), "config": asdict(run.cfg), "where": where})
 
 
-def resume(run, path):
-    """The inverse of save() -> (the loop's state, notes): refuses another corpus or other settings; a new budget
-    (max_iters, max_tokens), world size, device or precision is allowed and said in a note."""
-    ckpt, notes = load_checkpoint(path), []
+# flags that may differ on --resume: where and how this process runs and what it prints
+FREE = {"out_dir", "data_dir", "index_dir", "resume", "overwrite", "eval_interval", "eval_samples", "log_interval",
+        "save_checkpoint", "sample_tokens", "threads", "compile", "device", "dtype"}
+BUDGET = ("max_iters", "max_tokens")  # may differ too: only the stop moves
+
+
+def resumed_config(saved, cfg, given, path):
+    """The config of a --resume -> (config, notes): the checkpoint's (saved: its config as a dict),
+    with the flags given on the command line (given: their names; None = every field of cfg) where
+    they may differ. Any other flag given must agree with the checkpoint: one line names each."""
+    merged, changed, notes = {}, [], []
+    for f in fields(cfg):
+        old, new = saved.get(f.name, getattr(cfg, f.name)), getattr(cfg, f.name)
+        taken = given is None or f.name in given
+        if taken and old != new and f.name not in FREE and f.name not in BUDGET:
+            changed.append(f"--{f.name} {old} -> {new}")
+        merged[f.name] = new if taken else old
+    if changed:
+        raise ValueError(f"--resume from {path} would change {', '.join(changed)}; drop those flags to go "
+                         "on with the checkpoint's settings, or start a new --out_dir")
+    for k in BUDGET:
+        if merged[k] != saved.get(k, merged[k]):
+            notes.append(f"resuming with {k} {saved[k]} -> {merged[k]}: only the stop moves; the curricula, "
+                         "the kept length and the LR schedule stay as checkpointed (past its end, min_lr)")
+    return replace(cfg, **merged), notes
+
+
+def resume(run, ckpt, path):
+    """The inverse of save(), from the checkpoint ckpt (a dict) -> (the loop's state, notes): refuses
+    another corpus; another world size, device or precision is allowed and said in a note."""
+    notes = []
     check_resume(ckpt["settings"], settings(run), path)
     groups = ckpt["optimizer"]["param_groups"]  # subtle: fused/foreach/capturable follow this device, not the saver's
     for g, mine in zip(groups, run.optimizer.param_groups):
@@ -98,9 +125,6 @@ def resume(run, path):
         run.ltd_gen.set_state(rng["ltd"])
     if run.device != "cpu" and rng["cuda"] is not None:
         torch.cuda.set_rng_state(rng["cuda"])
-    for k in ("max_iters", "max_tokens"):
-        if ckpt["config"][k] != getattr(run.cfg, k):
-            notes.append(f"resuming with {k} {ckpt['config'][k]} -> {getattr(run.cfg, k)} (schedules and LR unchanged)")
     where = f"{run.device.split(':')[0]} ({run.dtype})"
     if len(ckpt["rng"]) != run.world_size or ckpt["where"] != where:
         notes.append(f"the checkpoint was written by {len(ckpt['rng'])} rank(s) on {ckpt['where']}, this run has "
@@ -118,6 +142,10 @@ def flatten(d, prefix=""):
 
 def check_resume(saved, settings, path):
     """One line naming every setting that differs between the checkpoint and this run."""
+    if saved["corpus"] != settings["corpus"]:
+        raise ValueError(f"--resume from {path}: this --data_dir holds another corpus than the one the "
+                         f"checkpoint trained on (content {saved['corpus'][:8]} -> {settings['corpus'][:8]}); "
+                         "pass the checkpoint's data, or start a new --out_dir")
     old, new = flatten(saved), flatten(settings)
     changed = [f"{k} {old.get(k)!r:.40} -> {new.get(k)!r:.40}"
                for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]

@@ -33,6 +33,7 @@ class TrainConfig:
     # I/O
     out_dir: str = opt("out", "checkpoints (ckpt.pt) and the run's lock file go here")
     data_dir: str = opt("", 'train.bin/val.bin/meta.json; "" = the standard-library corpus, prepared on first use')
+    index_dir: str = opt("", 'the curriculum index (analyzer.py); "" = <data_dir>/index')
     vocab_size: int = opt(0, "only for a nanoGPT data_dir without meta.json (e.g. 50257 for GPT-2 BPE)", 0)
     resume: bool = opt(False, "continue from out_dir/ckpt.pt")
     overwrite: bool = opt(False, "start afresh even if out_dir already holds a checkpoint (it is replaced)")
@@ -148,10 +149,15 @@ def parse_args(argv):
     """
     cfg = parse(TrainConfig, argv, "train.py", USAGE)
     if cfg.config:
-        given = {a[2:].partition("=")[0] for a in argv if a.startswith("--")}
-        cfg = replace(cfg, **ds_config.apply_training(cfg, ds_config.load(cfg.config), given))
+        ds = ds_config.load(cfg.config)
+        cfg = replace(cfg, **ds_config.apply_training(cfg, ds, given(argv)))
     check(cfg)
     return cfg
+
+
+def given(argv):
+    """The names of the flags on a command line: ["--lr=1", "--resume"] -> {"lr", "resume"}."""
+    return {a[2:].partition("=")[0] for a in argv if a.startswith("--")}
 
 
 def int_list(name, text):

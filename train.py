@@ -75,18 +75,26 @@ class Run:
 # data, model, optimizer: the run's fixed parts
 
 
-def setup(cfg, rank, local_rank, world_size, device, notes):
-    """-> (Run, the corpus's meta): data and this rank's sampler, the model, optimizer, schedules and precision."""
+def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
+    """-> (Run, the corpus's meta): data and this rank's sampler, the model, optimizer, schedules and precision.
+    saved: a checkpoint's settings, whose schedules a resumed run keeps (its budget may have changed)."""
     G = cfg.global_batch_size or cfg.batch_size * world_size
     if G % (cfg.batch_size * world_size):
         raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * "
                          f"{world_size}; change --global_batch_size or --batch_size")
     accum = G // (cfg.batch_size * world_size)
-    metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes, accum)
+    if saved:  # as checkpointed: their lengths came from the budget of the first run
+        metrics = saved["curricula"]
+        layers = list(saved["model"]["ltd_layers"] or [])  # []: the model's default
+        ltd = saved["random_ltd"] and {"random_ltd_schedule": saved["random_ltd"], "random_ltd_layer_id": layers}
+    else:
+        metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes, accum)
     launch.on_each_filesystem(lambda: data.corpus_dir(cfg.data_dir), rank, local_rank)
     data_dir = data.corpus_dir(cfg.data_dir, prepare_default=False)
     train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
-    names, index_dir = [n for n in metrics if n not in SEQLEN_METRICS], os.path.join(data_dir, "index")
+    names, index_dir = [n for n in metrics if n not in SEQLEN_METRICS], cfg.index_dir or os.path.join(data_dir, "index")
+    if names:
+        notes.append(f"curriculum index in {index_dir} (--index_dir puts it elsewhere)")
     launch.on_each_filesystem(lambda: analyzer.ensure_index(train_data.path, cfg.block_size, names, index_dir), rank,
                               local_rank)  # an empty list of names builds nothing
     index = {n: analyzer.load_index(index_dir, n) for n in names}
@@ -109,7 +117,9 @@ def setup(cfg, rank, local_rank, world_size, device, notes):
     budget = budget_tokens(cfg, sampler, ltd_sched, len(raw_model.ltd_layers))
     lr_tokens = (G * cfg.block_size, cfg.warmup_iters * G * cfg.block_size,
                  cfg.lr_decay_iters * G * cfg.block_size or budget)
-    if max(lr_tokens[1:]) > budget:  # the LR will not reach min_lr: say so
+    if saved:
+        lr_tokens = (G * cfg.block_size, *saved["lr_schedule"][2:])
+    elif max(lr_tokens[1:]) > budget:  # the LR will not reach min_lr: say so
         notes.append(f"the LR schedule (warmup to {lr_tokens[1]:,}, decay to {lr_tokens[2]:,.0f} effective "
                      f"tokens) ends after this run's budget ({budget:,.0f}): its last steps stay above min_lr")
     n_eval = min(cfg.eval_samples, len(val_data))
@@ -259,6 +269,9 @@ def print_summary(run, meta, notes):
     print0(f"batch: {G} rows/step = {cfg.batch_size} x {G // (cfg.batch_size * run.world_size)} accum x "
            f"{run.world_size} ranks; lr: warmup to {cfg.learning_rate:g} over {warmup:,} effective tokens ({step:,} a "
            f"dense step), cosine to {cfg.min_lr:g} at {decay:,.0f}")
+    if cfg.domain_weights:  # the mix in effect: whole rows per domain in every global batch
+        mix = ", ".join(f"{n} {c}" for n, c in zip(meta["domains"], run.sampler.counts))
+        print0(f"domains: rows of every batch of {G}: {mix} (--domain_weights={cfg.domain_weights})")
     for note in notes:
         print0(f"note: {note}")
     budget = config.budget_steps(cfg, G)
@@ -271,25 +284,37 @@ def print_summary(run, meta, notes):
             f"iter {n}: {kept_length(run.ltd, n - 1, run.sampler.seqlen(n - 1))}" for n in iters))
 
 
-def train(cfg):
-    """Train with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)], val_loss, model, ..."""
+def train(cfg, given=None):
+    """Train with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)], val_loss, model, ...
+
+    With --resume the checkpoint's settings hold; given names the flags the user set (None: all of
+    cfg's), which must agree with them except where the run goes, what it prints and when it stops.
+    """
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     t_start, notes, ckpt_path = time.time(), [], os.path.join(cfg.out_dir, "ckpt.pt")
     with launch.process(cfg.device, ckpt_path) as (rank, local_rank, world_size, device, signals):
         with checkpoint.run_dir(cfg) if rank == 0 else nullcontext():  # one trainer per out_dir
-            run, meta = setup(cfg, rank, local_rank, world_size, device, notes)
-            state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0}
-            if cfg.resume:
-                state, more = checkpoint.resume(run, ckpt_path)
+            ckpt = checkpoint.load_checkpoint(ckpt_path) if cfg.resume else None
+            if ckpt:
+                cfg, more = checkpoint.resumed_config(ckpt["config"], cfg, given, ckpt_path)
                 notes += more
+            run, meta = setup(cfg, rank, local_rank, world_size, device, notes, ckpt and ckpt["settings"])
+            state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0}
+            if ckpt:
+                state, more = checkpoint.resume(run, ckpt, ckpt_path)
+                notes.insert(0, f"resumed from {ckpt_path} at iter {state['iter_num']}, "
+                                f"{state['layer_tokens'] / cfg.n_layer:,.0f} effective tokens")
+                notes += more
+            start = dict(state)
             print_summary(run, meta, notes)
             out = train_loop(run, state, signals, ckpt_path)
     if cfg.compile:
         print0(f"torch.compile: {compile_count()} compilations")
     return {**out, "iter_num": state["iter_num"], "raw_tokens": state["raw_tokens"], "meta": meta,
             "effective_tokens": state["layer_tokens"] / cfg.n_layer, "time": time.time() - t_start,
-            "dense_tokens": state["iter_num"] * run.lr_tokens[0], "model": run.raw_model,
+            "dense_tokens": state["iter_num"] * run.lr_tokens[0], "model": run.raw_model, "cfg": cfg,
+            "start_iter": start["iter_num"], "start_raw_tokens": start["raw_tokens"],
             "train_data": run.sampler.windows, "val_data": run.val_data}
 
 
@@ -304,8 +329,8 @@ def sample(model, val_data, n_tokens, seed):
 
 def main(argv=None):
     try:
-        cfg = config.parse_args(sys.argv[1:] if argv is None else argv)
-        out = train(cfg)
+        argv = sys.argv[1:] if argv is None else argv
+        out = train(config.parse_args(argv), config.given(argv))
     except launch.Stopped as e:
         print0(e, file=sys.stderr)
         sys.exit(1)
@@ -316,12 +341,16 @@ def main(argv=None):
         sys.exit(1)
     if int(os.environ.get("RANK", 0)):
         return
-    raw, eff, dense = out["raw_tokens"], out["effective_tokens"], out["dense_tokens"]
-    print(f"done: {out['iter_num']} steps in {out['time']:.0f}s, val loss {out['val_loss']:.4f} (unigram entropy of "
-          f"the data {analyzer.unigram_entropy(out['train_data'].path):.4f}); {raw / out['time']:,.0f} tok/s")
-    if eff < dense:  # a technique saved something: where
-        print(f"tokens: {raw:,} raw ({100 * (1 - raw / dense):.1f}% fewer than dense: seqlen curriculum), {eff:,.0f} "
-              f"effective ({100 * (1 - eff / raw):.1f}% fewer than raw: random-LTD)")
+    cfg, raw, eff, dense = out["cfg"], out["raw_tokens"], out["effective_tokens"], out["dense_tokens"]
+    steps, this_raw = out["iter_num"] - out["start_iter"], raw - out["start_raw_tokens"]  # this process's
+    since = f" (iter {out['start_iter']} -> {out['iter_num']})" if out["start_iter"] else ""
+    print(f"done: {steps} steps{since} in {out['time']:.0f}s, val loss {out['val_loss']:.4f} (unigram entropy of "
+          f"the data {analyzer.unigram_entropy(out['train_data'].path):.4f}); {this_raw / out['time']:,.0f} tok/s")
+    line = f"tokens: {raw:,} raw"  # then what each technique that ran saved
+    line += f" ({100 * (1 - raw / dense):.1f}% fewer than dense: seqlen curriculum)" if raw < dense else ""
+    line += f", {eff:,.0f} effective" + (f" ({100 * (1 - eff / raw):.1f}% fewer than raw: random-LTD)"
+                                          if eff < raw else "")
+    print(line + ("" if eff < dense else " (dense: every token through every layer)"))
     if cfg.sample_tokens and out["meta"].get("tokenizer") == "bytes":
         print("sample:\n" + sample(out["model"], out["val_data"], cfg.sample_tokens, cfg.seed))
 

@@ -1,8 +1,8 @@
 """checkpoint.py: checksummed atomic checkpoints, the run-directory lock, resume checks; data.atomic_write."""
 
 import errno
-import fcntl
 import os
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -119,7 +119,20 @@ def test_check_resume_names_every_change():
     saved = {"corpus": "abc", "seed": 1, "lr_schedule": [1e-3, 1e-4, 0, 100],
              "ltd": {"sc": {"require_steps": 6, "k": 1}}}
     checkpoint.check_resume(saved, dict(saved), "ckpt.pt")
-    new = {**saved, "corpus": "xyz", "lr_schedule": [1e-3, 1e-4, 0, 200], "ltd": {"sc": {"require_steps": 9, "k": 1}}}
-    with pytest.raises(ValueError, match=r"corpus 'abc' -> 'xyz'; lr_schedule .* -> \[0.001, 0.0001, 0, 200\]; "
+    new = {**saved, "lr_schedule": [1e-3, 1e-4, 0, 200], "ltd": {"sc": {"require_steps": 9, "k": 1}}}
+    with pytest.raises(ValueError, match=r"lr_schedule .* -> \[0.001, 0.0001, 0, 200\]; "
                                          r"ltd.sc.require_steps 6 -> 9; pass"):
         checkpoint.check_resume(saved, new, "ckpt.pt")
+    with pytest.raises(ValueError, match=r"another corpus than the one the checkpoint trained on "
+                                         r"\(content abc -> xyz\)"):
+        checkpoint.check_resume(saved, {**new, "corpus": "xyz"}, "ckpt.pt")
+
+
+def test_resumed_config_is_the_checkpoints_with_the_flags_that_may_change():
+    saved = asdict(parse_args(["--learning_rate=1e-3", "--max_iters=60", "--eval_interval=20"]))
+    cfg, notes = checkpoint.resumed_config(saved, parse_args(["--resume", "--max_iters=80"]),
+                                           {"resume", "max_iters"}, "ckpt.pt")
+    assert (cfg.learning_rate, cfg.max_iters, cfg.eval_interval, cfg.resume) == (1e-3, 80, 20, True)
+    assert notes[0].startswith("resuming with max_iters 60 -> 80: only the stop moves")
+    with pytest.raises(ValueError, match=r"would change --learning_rate 0.001 -> 0.002; drop those flags"):
+        checkpoint.resumed_config(saved, parse_args(["--resume"]), None, "ckpt.pt")  # None: all given

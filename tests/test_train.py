@@ -63,6 +63,7 @@ def test_cli_smoke_run(corpus, tmp_path):
     assert r.returncode == 0, r.stderr
     assert re.search(r"iter 4: loss \d\.\d{4}, lr \S+, \d+\.\dms\n", r.stdout) and "1 torch threads" in r.stdout
     assert "tok/s" in r.stdout and "fewer" not in r.stdout  # a dense run: no savings to report
+    assert "tokens: 256 raw, 256 effective (dense: every token through every layer)" in r.stdout
     assert "done: 4 steps" in r.stdout and "sample:" in r.stdout
     first_line = data.decode(np.fromfile(os.path.join(corpus, "val.bin"), dtype=np.uint16)[:64]).split("\n")[0]
     assert r.stdout.split("sample:\n")[1].startswith(first_line)  # starts from the corpus's own text, not "def "
@@ -371,18 +372,51 @@ def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, ca
     os.makedirs(other)
     (other / "a.txt").write_text("another corpus with other words in it, " * 400)
     data.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
-    assert "would change the run: corpus" in main_error(capsys, *argv, "--resume", f"--data_dir={other / 'prep'}")
-    line = main_error(capsys, *argv[:-1], "--ltd_require_steps=9", "--resume")
-    assert "random_ltd.schedule_config.require_steps 6 -> 9" in line
-    assert "lr_schedule" in main_error(capsys, *argv, "--resume", "--lr_decay_iters=5")
-    train.main(argv + ["--resume", "--max_iters=4"])  # a longer budget, the same schedules and LR: allowed, said
-    assert "max_iters 2 -> 4" in capsys.readouterr().out
-    # without explicit schedule lengths, the budget sets them: then a new budget changes the run and is refused
-    plain = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'plain'}", "--max_iters=2", "--eval_interval=2",
-                    "--random_ltd", "--ltd_seq_per_step=4"]
-    train.main(plain)
-    line = main_error(capsys, *plain, "--resume", "--max_iters=30")
-    assert "require_steps 1 -> 18" in line and "lr_schedule" in line
+    line = main_error(capsys, *argv, "--resume", f"--data_dir={other / 'prep'}")
+    assert "holds another corpus than the one the checkpoint trained on" in line
+    line = main_error(capsys, *argv[:-1], "--ltd_require_steps=9", "--resume", "--learning_rate=1e-3")
+    assert ("would change --learning_rate 0.003 -> 0.001, --ltd_require_steps 6 -> 9; drop those flags "
+            "to go on with the checkpoint's settings, or start a new --out_dir") in line
+    assert "--lr_decay_iters 4 -> 5" in main_error(capsys, *argv, "--resume", "--lr_decay_iters=5")
+    train.main(argv + ["--resume", "--max_iters=4"])  # a longer budget: allowed, said
+    assert "resuming with max_iters 2 -> 4: only the stop moves" in capsys.readouterr().out
+
+
+def test_resume_with_no_flags_and_extend_a_curriculum_ltd_run(corpus, tmp_path, capsys):
+    """`--resume --out_dir=X` goes on with the checkpoint's own settings; a longer --max_iters moves
+    only the stop: the curricula, the kept length and the LR keep the first run's schedules (set by
+    its budget of 6 steps), the LR stays at min_lr past their end. (Refused on 7367470: the new
+    budget changed the derived schedule lengths, 'require_steps 3 -> 6'.)"""
+    first = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=6", "--eval_interval=100",
+                    "--cl_metric=vocab_rarity", "--cl_min=20", "--seqlen=truncate", "--seqlen_min=8",
+                    "--seqlen_step=4", "--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4"]
+    a = train.train(train.config.parse_args(first), train.config.given(first))
+    capsys.readouterr()
+    again = ["--resume", f"--out_dir={tmp_path}", "--max_iters=10"]
+    b = train.train(train.config.parse_args(again), train.config.given(again))
+    out = capsys.readouterr().out
+    assert f"note: resumed from {tmp_path / 'ckpt.pt'} at iter 6, " in out
+    assert "resuming with max_iters 6 -> 10: only the stop moves" in out
+    assert b["cfg"].learning_rate == 3e-3 and b["cfg"].cl_metric == "vocab_rarity"  # the checkpoint's
+    assert b["lrs"] == [3e-4] * 4  # the decay ended with the first budget: min_lr from there on
+    # s = 12, 16, 16, ... and r = 4, 8, 12, 16, ...: effective 32 + 48 + 56 + 7 * 64 = 584 of 640
+    assert b["effective_tokens"] == 584
+    assert out.split("iter 10: loss")[1].split("\n")[0].endswith(", keep 16, 8.8% fewer effective tokens")
+    assert b["iter_num"] == 10 and b["start_iter"] == 6 and len(b["losses"]) == 4
+    assert a["losses"] != b["losses"][:len(a["losses"])]  # it went on, not again
+
+
+def test_resume_without_flags_is_bit_exact_and_counts_its_own_steps(corpus, tmp_path, capsys):
+    common = [f"--data_dir={corpus}", "--lr_decay_iters=8", "--eval_interval=100", "--dropout=0.1", *CL, *LTD]
+    straight = train.train(cfg_for(corpus, tmp_path / "s", "--max_iters=8", *common))
+    argv = TINY + [f"--out_dir={tmp_path / 'r'}", "--max_iters=3", *common]
+    first = train.train(train.config.parse_args(argv), train.config.given(argv))
+    capsys.readouterr()
+    train.main(["--resume", f"--out_dir={tmp_path / 'r'}", "--max_iters=8"])
+    out = capsys.readouterr().out
+    second = [float(x) for x in re.findall(r"iter \d+: loss (\d\.\d+)", out)]
+    assert [round(x, 4) for x in first["losses"]] + second == [round(x, 4) for x in straight["losses"]]
+    assert re.search(r"done: 5 steps \(iter 3 -> 8\) in", out)  # this process's steps, not 8
 
 
 def test_a_nanogpt_corpus_is_hashed_once_per_run_and_a_changed_one_refused(corpus, tmp_path, capsys, monkeypatch):
@@ -400,7 +434,7 @@ def test_a_nanogpt_corpus_is_hashed_once_per_run_and_a_changed_one_refused(corpu
     tokens = np.fromfile(nano / "val.bin", dtype=np.uint16)
     tokens[3] = (tokens[3] + 1) % 256  # one token changed
     tokens.tofile(nano / "val.bin")
-    assert "would change the run: corpus" in main_error(capsys, *argv, "--max_iters=8", "--resume")
+    assert "holds another corpus than the one" in main_error(capsys, *argv, "--max_iters=8", "--resume")
 
 
 def test_errors_after_parsing_leave_nothing_behind(corpus, tmp_path, capsys):
@@ -415,6 +449,24 @@ def test_errors_after_parsing_leave_nothing_behind(corpus, tmp_path, capsys):
         out = tmp_path / f"out{k}"
         main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={out}", *extra)
         assert not out.exists(), extra
+
+
+def test_the_summary_says_the_domain_mix_and_the_end_only_what_ran(domain_corpus, tmp_path, capsys):
+    train.main(TINY + [f"--data_dir={domain_corpus}", f"--out_dir={tmp_path}", "--max_iters=2",
+                       "--domain_weights=prose=3,code=1", *LTD])
+    out = capsys.readouterr().out
+    assert "domains: rows of every batch of 4: prose 3, code 1 (--domain_weights=prose=3,code=1)" in out
+    # r = 4, 4 (4 + 12 * t / 6 rounded down to 4) of s = 16: 4 * (16 * 2 + 4 * 2) / 4 = 40 effective
+    # tokens a step; no seqlen curriculum ran, so no word of one
+    assert "tokens: 128 raw, 80 effective (37.5% fewer than raw: random-LTD)\n" in out
+
+
+def test_index_dir_places_the_curriculum_index_and_the_summary_says_where(corpus, tmp_path, capsys):
+    train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'out'}", "--max_iters=1",
+                       f"--index_dir={tmp_path / 'idx'}", *CL[:5]])
+    assert f"note: curriculum index in {tmp_path / 'idx'} (--index_dir" in capsys.readouterr().out
+    assert sorted(os.listdir(tmp_path / "idx" / "vocab_rarity")) == [
+        "index_to_metric.npy", "index_to_sample.npy", "info.json", "sample_to_metric.npy"]
 
 
 def test_random_ltd_needs_a_middle_layer(corpus, tmp_path, capsys):
