@@ -71,15 +71,26 @@ def _map(fn, jobs, num_workers):
     if num_workers <= 1:
         yield from map(fn, jobs)
         return
-    with mp.get_context("fork").Pool(min(num_workers, len(jobs)), _worker_signals) as pool:
+    # subtle: a fork inherits train.py's handler, which only notes SIGTERM; a worker that gets
+    # terminate()'s SIGTERM before its initializer resets that handler lives on, and the pool's join
+    # hangs. So SIGTERM stays blocked from the fork until the worker has set SIG_DFL (a pending one
+    # then kills it).
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        pool = mp.get_context("fork").Pool(min(num_workers, len(jobs)), _worker_signals)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    with pool:  # an error or an early exit: __exit__ terminates the workers with SIGTERM
         yield from pool.imap_unordered(fn, jobs)
+        pool.close()  # a normal end sends no signal: workers exit on the queue's end marker
+        pool.join()
 
 
 def _worker_signals():
-    # subtle: a fork inherits train.py's handler, which only notes SIGTERM; Pool.terminate() kills idle workers with
-    # SIGTERM, so a worker keeping that handler lives on and the pool's join hangs. Ctrl-C is the parent's to handle.
+    """Worker initializer: SIGTERM kills (Pool.terminate), Ctrl-C is the parent's to handle."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked by _map across the fork
 
 
 def _count_range(job):

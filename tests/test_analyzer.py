@@ -175,6 +175,46 @@ def test_workers_die_on_sigterm_under_the_trainers_stop_handler():
     assert got == {(True, True)}  # SIGTERM kills; Ctrl-C goes to the trainer, which stops the whole run
 
 
+_RACE = """
+import signal, sys, time
+import multiprocessing as mp
+import analyzer
+
+started = mp.get_context("fork").Value("i", 0)
+real = analyzer._worker_signals
+
+
+def late_initializer():  # the second worker to start is slow to reach the real initializer
+    with started.get_lock():
+        started.value += 1
+        n = started.value
+    if n == 2:
+        time.sleep(2)
+    real()
+
+
+analyzer._worker_signals = late_initializer
+signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as launch.process installs
+for _ in analyzer._map(abs, range(8), 2):
+    break  # an early exit: Pool.terminate() SIGTERMs the slow worker before its initializer ran
+print("joined")
+"""
+
+
+def test_a_sigterm_before_the_workers_initializer_still_stops_it():
+    """Deterministic form of a hang seen in the suite: terminate()'s SIGTERM reached a worker before
+    its initializer reset the noting handler it inherited; it lived on, the parent hung in join."""
+    r = subprocess.Popen([sys.executable, "-c", _RACE], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = r.communicate(timeout=30)  # a deadlock guard, not a timing (~2 s when it works)
+    except subprocess.TimeoutExpired:
+        os.killpg(r.pid, signal.SIGKILL)  # the child and its stuck workers
+        r.communicate()
+        out = "hung in join"
+    assert out.strip() == "joined" and r.returncode == 0
+
+
 def test_unigram_counts_in_chunks_and_workers(corpus, tmp_path):
     path, tokens = corpus
     want = np.bincount(tokens)  # 257 ids: max id + 1 without a meta.json
