@@ -94,6 +94,34 @@ def test_stale_index_rebuilt(corpus, tmp_path, capsys):
     assert "rebuilding" in capsys.readouterr().out and not np.array_equal(again, first)
 
 
+def _first_token(samples, neg_log_p):
+    return samples[:, 0].astype(np.float64)
+
+
+def _last_token(samples, neg_log_p):
+    return samples[:, -1].astype(np.float64)
+
+
+def test_a_changed_metric_function_is_rebuilt_with_one_line(corpus, tmp_path, capsys, monkeypatch):
+    """The metric's code is part of what an index describes: same name and data, new function."""
+    path, tokens = corpus
+    d = str(tmp_path / "index")
+    monkeypatch.setitem(analyzer.METRICS, "m", _first_token)
+    first = analyzer.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
+    assert np.array_equal(first, tokens[:-1:16][: len(first)])
+    capsys.readouterr()
+    monkeypatch.setitem(analyzer.METRICS, "m", _last_token)
+    again = analyzer.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
+    assert np.array_equal(again, tokens[16::16][: len(again)])
+    out = capsys.readouterr().out.splitlines()
+    note = f"index {os.path.join(d, 'm')}: built with another version of metric m; rebuilding"
+    assert out[0] == note
+    assert len(out) == 2 and out[1].startswith("built index m")
+    typed = {}  # functions without a source file (a REPL's): their compiled code tells them apart
+    exec("def first(s, p): return s[:, 0]\ndef last(s, p): return s[:, -1]", typed)
+    assert analyzer.metric_code(typed["first"]) != analyzer.metric_code(typed["last"])
+
+
 def test_unknown_metric_and_cli_errors(corpus, tmp_path):
     path, _ = corpus
     with pytest.raises(ValueError, match="unknown metric 'perplexity'; known: vocab_rarity, num_docs"):
