@@ -76,8 +76,13 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
             domains=None, installed=False, chunk_size=1 << 20):
     """Tokenize documents into out_dir/{train.bin, val.bin, meta.json} -> meta. paths: files, directories, globs
     (None: the standard library; installed=True: the whole installation); domains: {name: [files, dirs, globs]}.
-    out_dir is replaced whole, only if it holds nothing but a corpus, and only if both splits hold a window."""
+    out_dir is replaced whole, only if it holds nothing but a corpus, and only if both splits hold
+    a window; user files (paths or domains) never replace the default or installed corpus."""
     out_dir = os.path.realpath(out_dir)  # subtle: a symlinked out_dir is replaced where it points
+    ours = {os.path.realpath(DEFAULT_DIR): "default", os.path.realpath(INSTALLED_DIR): "installed"}
+    if (paths or domains) and not installed and out_dir in ours:  # else train.py trains on them
+        raise ValueError(f"{out_dir} is the {ours[out_dir]} corpus's place, not for your files; "
+                         f"pass --out_dir=data/NAME (then train.py --data_dir=data/NAME)")
     _clean_up(out_dir)  # first: a killed run may have left out_dir missing, its corpus beside it
     extra = set(os.listdir(out_dir)) - CORPUS_ENTRIES if os.path.isdir(out_dir) else set()
     if os.path.exists(out_dir) and (extra or not os.path.isdir(out_dir)):
@@ -268,7 +273,9 @@ def main(argv=None):
     p.add_argument("--installed", action="store_true", help="every .py file of this installation (data/installed)")
     p.add_argument("--domain", action="append", default=[], metavar="NAME=GLOB", help="files matching GLOB form "
                    "domain NAME (repeatable); positional paths then form domain 'other'")
-    p.add_argument("--out_dir", help=f"new, or holding only a corpus: it is replaced whole (default: {DEFAULT_DIR})")
+    p.add_argument("--out_dir", help="new, or holding only a corpus: it is replaced whole (needed "
+                   f"with paths or --domain; without them: {DEFAULT_DIR}, or {INSTALLED_DIR} "
+                   "with --installed)")
     p.add_argument("--val_fraction", type=float, default=0.1, help="share of each domain's bytes held out")
     p.add_argument("--block_size", type=int, default=128, help="checks that each split holds one window (prepare)")
     p.add_argument("--seed", type=int, default=0, help="seed of the shuffle that splits files")

@@ -340,6 +340,32 @@ def test_out_dir_with_other_files_is_refused(tmp_path):
     assert snapshot(tmp_path / "mine") == {"notes.md": b"keep me"}
 
 
+def test_user_files_never_replace_the_default_or_installed_corpus(tmp_path, monkeypatch, capsys):
+    """`python data.py MY_TEXT_DIR` used to prepare into data/stdlib, and every later train.py
+    trained on the user's files. Now one line names --out_dir=data/NAME; both corpora stay."""
+    write_files(tmp_path / "mine", {f"{k}.txt": f"my document {k}. " * 40 for k in range(4)})
+    default, installed = tmp_path / "data" / "stdlib", tmp_path / "data" / "installed"
+    for d in (default, installed):  # stand-ins, prepared before they take the corpora's places
+        data.prepare([str(tmp_path / "mine" / "0.txt")], str(d), block_size=16, verbose=False)
+    monkeypatch.setattr(data, "DEFAULT_DIR", str(default))
+    monkeypatch.setattr(data, "INSTALLED_DIR", str(installed))
+    os.symlink(default, tmp_path / "link")
+    before = snapshot(tmp_path / "data")
+    mine = str(tmp_path / "mine")
+    for argv in ([mine], [mine, f"--out_dir={default}"], [mine, f"--out_dir={tmp_path / 'link'}"],
+                 [f"--domain=a={mine}", f"--out_dir={installed}"]):
+        with pytest.raises(SystemExit) as e:
+            data.main(argv + ["--block_size=16"])
+        assert str(e.value).startswith("error: ") and "\n" not in str(e.value)
+        assert "--out_dir=data/NAME" in str(e.value), str(e.value)
+    with pytest.raises(ValueError, match="--out_dir=data/NAME"):
+        data.prepare([mine], str(default), block_size=16, verbose=False)
+    assert snapshot(tmp_path / "data") == before
+    assert sorted(os.listdir(tmp_path / "data")) == ["installed", "stdlib"]  # nothing beside them
+    data.main([mine, f"--out_dir={tmp_path / 'data' / 'mine'}", "--block_size=16"])  # the fix works
+    assert data.load_meta(str(tmp_path / "data" / "mine"))["n_documents"] == 4
+
+
 @pytest.mark.parametrize("case", ["missing", "empty", "short", "default_block_size"])
 def test_bad_corpus_one_line_no_files(tmp_path, case):
     out = tmp_path / "out"
