@@ -104,8 +104,9 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
             with open(os.path.join(tmp, f"{split}.bin"), "wb") as f:
                 domain_tokens[split] = corpus.write_tokens(f, docs, len(names or [None]), EOT, chunk_size)
         source = "installed" if installed else "files" if paths or domains else "stdlib"
-        meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes", **scan_bins(tmp), "source": source,
-                "n_documents": len(kept), "val_fraction": val_fraction, "seed": seed, "skipped": skipped}
+        meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes",
+                **scan_bins(tmp, chunk=chunk_size), "source": source, "n_documents": len(kept),
+                "val_fraction": val_fraction, "seed": seed, "skipped": skipped}
         if names:  # domain d of a split holds its tokens offsets[d] .. offsets[d+1]-1
             meta.update(domains=names, domain_tokens=domain_tokens,
                         domain_offsets={s: np.cumsum([0] + n).tolist() for s, n in domain_tokens.items()})
@@ -158,20 +159,28 @@ def _n_tokens(path):
     return size // 2
 
 
-def scan_bins(data_dir, vocab_size=1 << 16):
-    """-> {train_tokens, val_tokens, max_token_id, fingerprint} of data_dir's token files, token ids < vocab_size.
+def scan_bins(data_dir, vocab_size=1 << 16, chunk=1 << 20):
+    """-> {train_tokens, val_tokens, max_token_id, fingerprint} of data_dir's token files, ids <
+    vocab_size, in one pass per split of chunk-token reads (memory stays flat).
     fingerprint = a hash of both splits' content hashes (so the split point counts too)."""
     meta, h = {"max_token_id": 0}, hashlib.sha256()
-    for split in ("train", "val"):
+    buf = np.empty(chunk, dtype=np.uint16)  # subtle: one reused buffer, and read(), not np.memmap:
+    for split in ("train", "val"):  # a mapping's pages count as this process's memory once touched
         path = os.path.join(data_dir, f"{split}.bin")
         meta[f"{split}_tokens"] = _n_tokens(path)  # one line for a missing, empty or odd-length file
-        tokens = np.memmap(path, dtype=np.uint16, mode="r")
-        top = int(tokens.max())
+        counts, split_hash = np.zeros(1 << 16, dtype=np.int64), hashlib.sha256()
+        with open(path, "rb") as f:
+            while n_bytes := f.readinto(buf):
+                tokens = buf[: n_bytes // 2]
+                ids = np.bincount(tokens)  # (largest id in the chunk + 1,)
+                counts[: len(ids)] += ids
+                split_hash.update(tokens)  # the same digest as hashing the whole file at once
+        top = int(np.flatnonzero(counts)[-1])
         if top >= vocab_size:
             raise ValueError(f"{path} holds token id {top}, not below vocab_size {vocab_size}; pass the "
                              f"tokenizer's vocabulary size (at least --vocab_size={top + 1})")
         meta["max_token_id"] = max(meta["max_token_id"], top)
-        h.update(hashlib.sha256(tokens).digest())
+        h.update(split_hash.digest())
     return {**meta, "fingerprint": h.hexdigest()[:32]}  # 128 bits are plenty
 
 
