@@ -121,13 +121,6 @@ def unigram_counts(bin_path, num_workers=1, chunk=1 << 24, verbose=False):
     return counts[:V]  # subtle: the vocabulary, not 65536 ids, is what zero counts are set to 1 over
 
 
-def unigram_entropy(bin_path):
-    """Entropy (nats) of a .bin file's token frequencies: the loss of a model that ignores context."""
-    counts = unigram_counts(bin_path).astype(np.float64)  # read in chunks: memory stays flat
-    p = counts[counts > 0] / counts.sum()
-    return float(-(p * np.log(p)).sum())
-
-
 def _score_range(job):
     """Worker: (start, {metric: values of samples start..stop-1}), read ~128K tokens at a time."""
     bin_path, block_size, names, neg_log_p, start, stop = job

@@ -314,8 +314,10 @@ def main(argv=None):
     if int(os.environ.get("RANK", 0)):
         return
     raw, eff, dense = out["raw_tokens"], out["effective_tokens"], out["dense_tokens"]
-    print(f"done: {out['iter_num']} steps in {out['time']:.0f}s, val loss {out['val_loss']:.4f} (unigram entropy of "
-          f"the data {analyzer.unigram_entropy(out['train_data'].path):.4f}); {raw / out['time']:,.0f} tok/s")
+    entropy = out["meta"].get("unigram_entropy")  # counted by data.py; absent in older corpora
+    of_data = "" if entropy is None else f" (unigram entropy of the data {entropy:.4f})"
+    print(f"done: {out['iter_num']} steps in {out['time']:.0f}s, val loss {out['val_loss']:.4f}"
+          f"{of_data}; {raw / out['time']:,.0f} tok/s")
     if eff < dense:  # a technique saved something: where
         print(f"tokens: {raw:,} raw ({100 * (1 - raw / dense):.1f}% fewer than dense: seqlen curriculum), {eff:,.0f} "
               f"effective ({100 * (1 - eff / raw):.1f}% fewer than raw: random-LTD)")

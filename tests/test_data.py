@@ -495,12 +495,16 @@ def test_fingerprint_is_the_content_hash_of_both_splits(corpus, tmp_path):
     assert data.load_meta(str(tmp_path), 257)["fingerprint"] != fp
 
 
-def test_scan_bins_reads_in_chunks_with_the_same_fingerprint(corpus):
-    """One pass per split gives the largest id and the fingerprint (bit for bit the whole-file hash
-    of hashes), at any chunk size."""
+def test_scan_bins_reads_in_chunks_with_the_same_fingerprint_and_the_unigram_entropy(corpus):
+    """One pass per split gives the largest id, the fingerprint (bit for bit the whole-file hash
+    of hashes) and the train split's unigram entropy H = -sum_u p(u) ln p(u), at any chunk size."""
     train, val = read_split(corpus, "train"), read_split(corpus, "val")
     inner = hashlib.sha256(train.tobytes()).digest() + hashlib.sha256(val.tobytes()).digest()
+    _, counts = np.unique(train, return_counts=True)
+    p = counts / len(train)
     want = {"max_token_id": int(max(train.max(), val.max())), "train_tokens": len(train),
-            "val_tokens": len(val), "fingerprint": hashlib.sha256(inner).hexdigest()[:32]}
+            "val_tokens": len(val), "fingerprint": hashlib.sha256(inner).hexdigest()[:32],
+            "unigram_entropy": pytest.approx(float(-(p * np.log(p)).sum()), rel=1e-12)}
     assert data.scan_bins(corpus) == want
     assert data.scan_bins(corpus, chunk=7) == want  # 7-token reads: the same numbers
+    assert data.load_meta(corpus)["unigram_entropy"] == data.scan_bins(corpus)["unigram_entropy"]
