@@ -8,7 +8,8 @@ index the curriculum sampler cuts. Per metric, under <index_dir>/<metric>/:
     sample_to_metric.npy  [N]  metric of sample i
     index_to_sample.npy   [N]  sample ids by metric ascending, ties by id (a stable argsort)
     index_to_metric.npy   [N]  sample_to_metric[index_to_sample], non-decreasing
-    info.json                  what was analyzed (data file size and mtime, T, N), written last
+    info.json                  what was analyzed (data file size and mtime, T, N) and the metric's
+                               code (a sha256 of its source), written last
 
 Built-in metrics (a metric is one numpy function; add yours to METRICS):
 
@@ -21,11 +22,14 @@ But:
   its window number in data.py, so no sample identity is lost;
 - one .npy per output, memory-mappable, not one file per distinct value per worker;
 - both passes (token counts, then metrics) read contiguous ranges of the memmap, never the whole corpus;
-- an index whose info.json is missing or describes other data, or whose arrays do not load with the
-  right shape, is rebuilt with a one-line note, never used.
+- an index whose info.json is missing or describes other data or another version of the metric, or
+  whose arrays do not load with the right shape, is rebuilt with a one-line note, never used.
 """
 
+import hashlib
+import inspect
 import json
+import marshal
 import multiprocessing as mp
 import os
 import signal
@@ -71,15 +75,26 @@ def _map(fn, jobs, num_workers):
     if num_workers <= 1:
         yield from map(fn, jobs)
         return
-    with mp.get_context("fork").Pool(min(num_workers, len(jobs)), _worker_signals) as pool:
+    # subtle: a fork inherits train.py's handler, which only notes SIGTERM; a worker that gets
+    # terminate()'s SIGTERM before its initializer resets that handler lives on, and the pool's join
+    # hangs. So SIGTERM stays blocked from the fork until the worker has set SIG_DFL (a pending one
+    # then kills it).
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        pool = mp.get_context("fork").Pool(min(num_workers, len(jobs)), _worker_signals)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    with pool:  # an error or an early exit: __exit__ terminates the workers with SIGTERM
         yield from pool.imap_unordered(fn, jobs)
+        pool.close()  # a normal end sends no signal: workers exit on the queue's end marker
+        pool.join()
 
 
 def _worker_signals():
-    # subtle: a fork inherits train.py's handler, which only notes SIGTERM; Pool.terminate() kills idle workers with
-    # SIGTERM, so a worker keeping that handler lives on and the pool's join hangs. Ctrl-C is the parent's to handle.
+    """Worker initializer: SIGTERM kills (Pool.terminate), Ctrl-C is the parent's to handle."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked by _map across the fork
 
 
 def _count_range(job):
@@ -106,13 +121,6 @@ def unigram_counts(bin_path, num_workers=1, chunk=1 << 24, verbose=False):
     return counts[:V]  # subtle: the vocabulary, not 65536 ids, is what zero counts are set to 1 over
 
 
-def unigram_entropy(bin_path):
-    """Entropy (nats) of a .bin file's token frequencies: the loss of a model that ignores context."""
-    counts = unigram_counts(bin_path).astype(np.float64)  # read in chunks: memory stays flat
-    p = counts[counts > 0] / counts.sum()
-    return float(-(p * np.log(p)).sum())
-
-
 def _score_range(job):
     """Worker: (start, {metric: values of samples start..stop-1}), read ~128K tokens at a time."""
     bin_path, block_size, names, neg_log_p, start, stop = job
@@ -135,10 +143,22 @@ def sort_index(sample_to_metric):
     return index_to_sample, sample_to_metric[index_to_sample]
 
 
+def metric_code(fn):
+    """sha256 of a metric function's source, or of its compiled code where no source file is at hand
+    (a function typed into a REPL): num_docs -> 64 hex digits, which change when its text changes.
+    subtle: only the function's own text; a helper it calls may change unseen."""
+    try:
+        code = inspect.getsource(fn).encode()
+    except (OSError, TypeError):
+        code = marshal.dumps(fn.__code__)
+    return hashlib.sha256(code).hexdigest()
+
+
 def _info(bin_path, block_size, name):
     st = os.stat(bin_path)
     return {"data": os.path.abspath(bin_path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "block_size": block_size,
-            "num_samples": (st.st_size // 2 - 1) // block_size, "metric": name}
+            "num_samples": (st.st_size // 2 - 1) // block_size, "metric": name,
+            "metric_code": metric_code(METRICS[name])}
 
 
 def build_index(bin_path, block_size, names, index_dir, num_workers=None, verbose=True, shard=None):
@@ -184,8 +204,10 @@ def check_index(index_dir, name, info):
         return "info.json is missing (a build that did not finish?)"
     except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return f"info.json is unreadable ({e.__class__.__name__})"
-    if found != info:
+    if {**found, "metric_code": info["metric_code"]} != info:
         return "built for other data or another block size"
+    if found.get("metric_code") != info["metric_code"]:
+        return f"built with another version of metric {name}"
     for k in KEYS:
         try:
             arr = np.load(os.path.join(index_dir, name, k + ".npy"), mmap_mode="r")

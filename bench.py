@@ -6,6 +6,7 @@ Benchmarks that print ratios measured side by side in one run, as tables (`pytho
     python bench.py ltd        # random-LTD step time vs the FLOP ratio (efficiency); on a GPU, GPT-2 small:
         --n_embd=768 --n_head=12 --block_size=1024 --batch_size=16 --vocab_size=50304 --modes=eager,compiled
     python bench.py dense      # our dense training step vs nanoGPT's model (--nanogpt=path/to/model.py)
+    python bench.py prepare    # data.py's peak memory on 30 and 150 MB of text: MB per extra MB
 
 Each table states device, torch version and threads, and the median (min-max) of rounds run interleaved (ours,
 theirs, ours, ...) after warm-up ones, so that drift in machine load hits every case alike.
@@ -16,7 +17,9 @@ import os
 import runpy
 import shutil
 import statistics
+import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from contextlib import nullcontext
@@ -278,8 +281,70 @@ def bench_dense(args):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+# --- prepare: peak memory against input size ---------------------------------------------------
+# subtle: VmHWM (this process's peak RSS), not ru_maxrss, which keeps the forking parent's size
+PREPARE = """import sys
+import data
+meta = data.prepare([sys.argv[1]], sys.argv[2], verbose=False)
+peak_kb = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])
+print(peak_kb / 1024, meta["n_documents"])"""
+
+
+def stdlib_copies(src, mb):
+    """Copies of the standard library's .py files in src, each under a unique first line (so none is
+    a duplicate), until they hold mb MB -> (bytes, files). mb=0.01 -> about 10,000 bytes, 1 file."""
+    root = sysconfig.get_paths()["stdlib"]
+    files = sorted(os.path.join(d, f) for d, _, names in os.walk(root) if "site-packages" not in d
+                   for f in names if f.endswith(".py"))
+    os.makedirs(src)
+    size, k = 0, 0
+    while size < mb * 1e6:  # copy k: file k % len(files)
+        with open(files[k % len(files)], "rb") as f:
+            text = f"# copy {k}\n".encode() + f.read()
+        with open(os.path.join(src, f"{k}.py"), "wb") as f:
+            size += f.write(text)
+        k += 1
+    return size, k
+
+
+def bench_prepare(args):
+    """Peak resident memory (Linux's VmHWM) of `python data.py SRC --out_dir=OUT`, as data.prepare
+    in a fresh process, on two inputs of standard-library copies: MB of peak RSS per extra MB of
+    input. Inputs below a few MB do not fill data.py's 1M-token buffers: use larger ones."""
+    a = options("prepare", args, sizes_mb=("30,150", "the two input sizes in MB"),
+                rounds=(3, ROUNDS))
+    small, large = map(float, a.sizes_mb.split(","))
+    work = tempfile.mkdtemp(prefix="bench_prepare_")
+    env = {**os.environ, "OMP_NUM_THREADS": str(a.threads)}  # the child's numpy, as torch's here
+    try:
+        inputs = {mb: stdlib_copies(os.path.join(work, f"src{mb:g}"), mb) for mb in (small, large)}
+        peaks, n_documents = {mb: [] for mb in inputs}, {}
+        for i in range(1 + a.rounds):  # interleaved: small, large, small, ...; round 0 warms up
+            for mb in inputs:
+                cmd = [sys.executable, "-c", PREPARE, os.path.join(work, f"src{mb:g}"),
+                       os.path.join(work, "out")]
+                out = subprocess.run(cmd, cwd=os.path.dirname(os.path.abspath(__file__)), env=env,
+                                     check=True, capture_output=True, text=True).stdout
+                peak_mb, n_documents[mb] = out.split()  # documents: a few copies are not UTF-8
+                if i:
+                    peaks[mb].append(float(peak_mb))
+    finally:
+        shutil.rmtree(work)
+    print("prepare: peak RSS of data.prepare in a fresh process, on standard-library copies; "
+          + stated(a.rounds))
+    W = (9, 7, 10, 22)
+    row(W, "input MB", "files", "documents", "peak RSS MB")
+    for mb, (size, files) in inputs.items():
+        row(W, f"{size / 1e6:.1f}", f"{files:,}", f"{int(n_documents[mb]):,}", med_range(peaks[mb]))
+    extra_mb = (inputs[large][0] - inputs[small][0]) / 1e6
+    per_mb = (statistics.median(peaks[large]) - statistics.median(peaks[small])) / extra_mb
+    print(f"{per_mb:.3f} MB of peak RSS per extra MB of input (medians)")
+    return {"inputs": inputs, "peaks": peaks, "per_mb": per_mb}
+
+
 def main(argv=None):
-    benches = {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd, "dense": bench_dense}
+    benches = {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd,
+               "dense": bench_dense, "prepare": bench_prepare}
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in benches:  # no benchmark named (or --help): say which there are
         sys.exit(f"usage: python bench.py {{{','.join(benches)}}} [--key=value ...]\n{__doc__}")

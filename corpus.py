@@ -11,8 +11,9 @@ uses, reads one JSON-lines file). But:
   the positional paths form a last domain "other";
 - never read as input: the output directory, any directory holding a train.bin, files that are not text (a NUL
   byte or invalid UTF-8 in their first 8 KB) and duplicates (a path seen before, or its content under another name);
-- documents are split whole between train and val (split_documents), never by token, and streamed from np.memmap
-  into token files through one reused buffer (write_tokens): memory grows with the number of files, not their bytes.
+- documents are split whole between train and val (split_documents), never by token, and read in
+  chunks (hashed, then streamed into token files through one reused buffer by write_tokens): memory
+  grows with the number of files, not their bytes.
 """
 
 import ast
@@ -50,13 +51,13 @@ def documents(paths, domains, installed, out_dir, verbose=True):
         reason = ("in the output directory" if real.startswith(out_real) else
                   "in a prepared corpus" if doc.text is None and _in_corpus(os.path.dirname(real), cache) else None)
         if reason is None:
-            reason, b, digest = _read(doc)
+            reason, n, digest = _read(doc)
             reason = reason or ("duplicate" if digest in seen else None)
         if reason:
             skipped[reason] += 1
         else:
             seen.add(digest)  # this content is a duplicate from now on
-            kept.append((doc, len(b)))
+            kept.append((doc, n))
     why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
     if verbose and skipped:
         print(f"skipped {sum(skipped.values())} files: {why}")
@@ -96,10 +97,9 @@ def write_tokens(f, docs, n_domains, eot, chunk_size):
         if i:
             f.write(np.uint16(eot).tobytes())  # between documents, none after the last
             domain_tokens[docs[i - 1][0].domain] += 1
-        b = read(doc)  # (n,) uint8
-        for k in range(0, n, chunk_size):
-            ids = buf[: min(chunk_size, n - k)]
-            ids[:] = b[k : k + len(ids)]  # token id = byte value
+        for b in read(doc, chunk_size):  # (at most chunk_size,) uint8
+            ids = buf[: len(b)]
+            ids[:] = b  # token id = byte value
             f.write(ids)
         domain_tokens[doc.domain] += n
     return domain_tokens
@@ -176,31 +176,43 @@ def parse_domains(specs):
 # reading: skip what is not input text, and content read before
 
 
-def read(doc):
-    """A document's bytes start .. stop-1 as a uint8 array: its text, or its file through np.memmap (read from disk
-    as it is used, never held whole). subtle: np.memmap refuses an empty file."""
+def read(doc, size=1 << 16):
+    """A document's bytes start .. stop-1 as uint8 arrays of at most size bytes, one at a time:
+    slices of its text or reads of its file. b"abcde", size=2 -> [97, 98], [99, 100], [101]
+    subtle: not np.memmap, whose pages count as this process's resident memory once touched, until
+    it is dropped: one large document (a whole corpus in one input.txt) would be held whole."""
     if doc.text is not None:
-        return np.frombuffer(doc.text, dtype=np.uint8)[doc.start : doc.stop]
-    if os.path.getsize(doc.path) == 0:
-        return np.zeros(0, dtype=np.uint8)
-    return np.memmap(doc.path, dtype=np.uint8, mode="r")[doc.start : doc.stop]
+        b = np.frombuffer(doc.text, dtype=np.uint8)[doc.start : doc.stop]
+        yield from (b[k : k + size] for k in range(0, len(b), size))
+        return
+    with open(doc.path, "rb") as f:
+        stop = os.fstat(f.fileno()).st_size if doc.stop is None else doc.stop
+        f.seek(doc.start)
+        for k in range(doc.start, stop, size):  # subtle: read(n) allocates n bytes first: no more
+            yield np.frombuffer(f.read(min(size, stop - k)), dtype=np.uint8)
 
 
 def _read(doc):
-    """(reason to skip or None, bytes, content digest) of a document. Skipped: "unreadable", "empty", "binary" (a NUL
-    byte in its first 8 KB) and "not UTF-8" (those 8 KB do not decode, a cut last character aside)."""
+    """(reason to skip or None, n bytes, content digest) of a document. Skipped: "unreadable",
+    "empty", "binary" (a NUL byte in its first 8 KB) and "not UTF-8" (those 8 KB do not decode, a
+    cut last character aside)."""
     try:
-        b = read(doc)
+        chunks = read(doc)  # the first holds HEAD bytes, or the whole document
+        first = next(chunks, np.zeros(0, dtype=np.uint8))
+        head = first[:HEAD].tobytes()
+        if len(first) == 0 or b"\0" in head:
+            return ("binary" if len(first) else "empty"), len(first), None
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        except UnicodeDecodeError:
+            return "not UTF-8", len(first), None
+        n, digest = len(first), hashlib.sha256(first)
+        for b in chunks:
+            n += len(b)
+            digest.update(b)
     except OSError:
-        return "unreadable", None, None
-    head = b[:HEAD].tobytes()
-    if len(b) == 0 or b"\0" in head:
-        return ("binary" if len(b) else "empty"), b, None
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-    except UnicodeDecodeError:
-        return "not UTF-8", b, None
-    return None, b, hashlib.sha256(b).digest()
+        return "unreadable", 0, None
+    return None, n, digest.digest()
 
 
 def _in_corpus(d, cache):

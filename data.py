@@ -76,8 +76,13 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
             domains=None, installed=False, chunk_size=1 << 20):
     """Tokenize documents into out_dir/{train.bin, val.bin, meta.json} -> meta. paths: files, directories, globs
     (None: the standard library; installed=True: the whole installation); domains: {name: [files, dirs, globs]}.
-    out_dir is replaced whole, only if it holds nothing but a corpus, and only if both splits hold a window."""
+    out_dir is replaced whole, only if it holds nothing but a corpus, and only if both splits hold
+    a window; user files (paths or domains) never replace the default or installed corpus."""
     out_dir = os.path.realpath(out_dir)  # subtle: a symlinked out_dir is replaced where it points
+    ours = {os.path.realpath(DEFAULT_DIR): "default", os.path.realpath(INSTALLED_DIR): "installed"}
+    if (paths or domains) and not installed and out_dir in ours:  # else train.py trains on them
+        raise ValueError(f"{out_dir} is the {ours[out_dir]} corpus's place, not for your files; "
+                         f"pass --out_dir=data/NAME (then train.py --data_dir=data/NAME)")
     _clean_up(out_dir)  # first: a killed run may have left out_dir missing, its corpus beside it
     extra = set(os.listdir(out_dir)) - CORPUS_ENTRIES if os.path.isdir(out_dir) else set()
     if os.path.exists(out_dir) and (extra or not os.path.isdir(out_dir)):
@@ -99,8 +104,9 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
             with open(os.path.join(tmp, f"{split}.bin"), "wb") as f:
                 domain_tokens[split] = corpus.write_tokens(f, docs, len(names or [None]), EOT, chunk_size)
         source = "installed" if installed else "files" if paths or domains else "stdlib"
-        meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes", **scan_bins(tmp), "source": source,
-                "n_documents": len(kept), "val_fraction": val_fraction, "seed": seed, "skipped": skipped}
+        meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes",
+                **scan_bins(tmp, chunk=chunk_size), "source": source, "n_documents": len(kept),
+                "val_fraction": val_fraction, "seed": seed, "skipped": skipped}
         if names:  # domain d of a split holds its tokens offsets[d] .. offsets[d+1]-1
             meta.update(domains=names, domain_tokens=domain_tokens,
                         domain_offsets={s: np.cumsum([0] + n).tolist() for s, n in domain_tokens.items()})
@@ -153,20 +159,33 @@ def _n_tokens(path):
     return size // 2
 
 
-def scan_bins(data_dir, vocab_size=1 << 16):
-    """-> {train_tokens, val_tokens, max_token_id, fingerprint} of data_dir's token files, token ids < vocab_size.
-    fingerprint = a hash of both splits' content hashes (so the split point counts too)."""
+def scan_bins(data_dir, vocab_size=1 << 16, chunk=1 << 20):
+    """-> {train_tokens, val_tokens, max_token_id, fingerprint, unigram_entropy} of data_dir's token
+    files, ids < vocab_size, in one pass per split of chunk-token reads (memory stays flat).
+    fingerprint = a hash of both splits' content hashes (so the split point counts too);
+    unigram_entropy = -sum_u p(u) ln p(u) over the train split (nats): the loss of a model that
+    ignores context. train [5, 5, 7, 7] -> p = [0.5, 0.5] -> ln 2 = 0.6931."""
     meta, h = {"max_token_id": 0}, hashlib.sha256()
-    for split in ("train", "val"):
+    buf = np.empty(chunk, dtype=np.uint16)  # subtle: one reused buffer, and read(), not np.memmap:
+    for split in ("train", "val"):  # a mapping's pages count as this process's memory once touched
         path = os.path.join(data_dir, f"{split}.bin")
         meta[f"{split}_tokens"] = _n_tokens(path)  # one line for a missing, empty or odd-length file
-        tokens = np.memmap(path, dtype=np.uint16, mode="r")
-        top = int(tokens.max())
+        counts, split_hash = np.zeros(1 << 16, dtype=np.int64), hashlib.sha256()
+        with open(path, "rb") as f:
+            while n_bytes := f.readinto(buf):
+                tokens = buf[: n_bytes // 2]
+                ids = np.bincount(tokens)  # (largest id in the chunk + 1,)
+                counts[: len(ids)] += ids
+                split_hash.update(tokens)  # the same digest as hashing the whole file at once
+        top = int(np.flatnonzero(counts)[-1])
         if top >= vocab_size:
             raise ValueError(f"{path} holds token id {top}, not below vocab_size {vocab_size}; pass the "
                              f"tokenizer's vocabulary size (at least --vocab_size={top + 1})")
         meta["max_token_id"] = max(meta["max_token_id"], top)
-        h.update(hashlib.sha256(tokens).digest())
+        h.update(split_hash.digest())
+        if split == "train":
+            p = counts[counts > 0] / counts.sum()  # p(u) of the ids that occur
+            meta["unigram_entropy"] = float(-(p * np.log(p)).sum())  # H = -sum_u p(u) ln p(u)
     return {**meta, "fingerprint": h.hexdigest()[:32]}  # 128 bits are plenty
 
 
@@ -268,7 +287,9 @@ def main(argv=None):
     p.add_argument("--installed", action="store_true", help="every .py file of this installation (data/installed)")
     p.add_argument("--domain", action="append", default=[], metavar="NAME=GLOB", help="files matching GLOB form "
                    "domain NAME (repeatable); positional paths then form domain 'other'")
-    p.add_argument("--out_dir", help=f"new, or holding only a corpus: it is replaced whole (default: {DEFAULT_DIR})")
+    p.add_argument("--out_dir", help="new, or holding only a corpus: it is replaced whole (needed "
+                   f"with paths or --domain; without them: {DEFAULT_DIR}, or {INSTALLED_DIR} "
+                   "with --installed)")
     p.add_argument("--val_fraction", type=float, default=0.1, help="share of each domain's bytes held out")
     p.add_argument("--block_size", type=int, default=128, help="checks that each split holds one window (prepare)")
     p.add_argument("--seed", type=int, default=0, help="seed of the shuffle that splits files")

@@ -194,11 +194,27 @@ def compile_model(model, shapes_change, **kwargs):
     graphs per function (past it, that function runs eager after one warning). A run whose shapes never
     change keeps static shapes.
     """
-    if shapes_change:
-        # subtle: else sizes equal at the first trace (say B = r = 4) share one symbol ("duck sizing"),
-        # and the first step where they differ compiles again
-        torch.fx.experimental._config.use_duck_shape = False
-    return torch.compile(model, dynamic=True if shapes_change else None, **kwargs)
+    if not shapes_change:
+        return torch.compile(model, **kwargs)
+    return NoDuckSizing(torch.compile(model, dynamic=True, **kwargs))
+
+
+class NoDuckSizing(nn.Module):
+    """Runs a compiled model with duck sizing off while dynamo traces it, and only then.
+
+    subtle: with duck sizing, sizes equal at the first trace (say B = r = 4) share one symbol, and
+    the first step where they differ compiles again. The switch is a process-wide flag, read when
+    dynamo traces, which is inside a call (the first, and each recompile), not in torch.compile():
+    so it is set around each call and restored after, leaving every other compile as it was.
+    """
+
+    def __init__(self, compiled):
+        super().__init__()
+        self.compiled = compiled
+
+    def forward(self, *args, **kwargs):
+        with torch.fx.experimental._config.patch(use_duck_shape=False):
+            return self.compiled(*args, **kwargs)
 
 
 def compile_count():

@@ -344,8 +344,10 @@ def main(argv=None):
     cfg, raw, eff, dense = out["cfg"], out["raw_tokens"], out["effective_tokens"], out["dense_tokens"]
     steps, this_raw = out["iter_num"] - out["start_iter"], raw - out["start_raw_tokens"]  # this process's
     since = f" (iter {out['start_iter']} -> {out['iter_num']})" if out["start_iter"] else ""
-    print(f"done: {steps} steps{since} in {out['time']:.0f}s, val loss {out['val_loss']:.4f} (unigram entropy of "
-          f"the data {analyzer.unigram_entropy(out['train_data'].path):.4f}); {this_raw / out['time']:,.0f} tok/s")
+    entropy = out["meta"].get("unigram_entropy")  # counted by data.py; absent in older corpora
+    of_data = "" if entropy is None else f" (unigram entropy of the data {entropy:.4f})"
+    print(f"done: {steps} steps{since} in {out['time']:.0f}s, val loss {out['val_loss']:.4f}{of_data}; "
+          f"{this_raw / out['time']:,.0f} tok/s")
     line = f"tokens: {raw:,} raw"  # then what each technique that ran saved
     line += f" ({100 * (1 - raw / dense):.1f}% fewer than dense: seqlen curriculum)" if raw < dense else ""
     line += f", {eff:,.0f} effective" + (f" ({100 * (1 - eff / raw):.1f}% fewer than raw: random-LTD)"

@@ -122,7 +122,8 @@ class FakeCuda(TorchFunctionMode):
         for name, value in (("is_available", lambda: True), ("device_count", lambda: self.n_gpu),
                             ("set_device", self.set_device), ("current_device", lambda: self.current),
                             ("is_bf16_supported", self.is_bf16_supported), ("get_rng_state", self.get_rng_state),
-                            ("set_rng_state", self.set_rng_state)):
+                            ("set_rng_state", self.set_rng_state),  # and what a CUDA build's
+                            ("is_current_stream_capturing", lambda: False)):  # optimizer.step asks
             self.patches.enter_context(patch.object(torch.cuda, name, value))
         self.patches.enter_context(patch.object(torch, "Generator", self.generator_class()))
         self.patches.enter_context(patch.object(torch, "autocast", self.autocast))

@@ -94,6 +94,34 @@ def test_stale_index_rebuilt(corpus, tmp_path, capsys):
     assert "rebuilding" in capsys.readouterr().out and not np.array_equal(again, first)
 
 
+def _first_token(samples, neg_log_p):
+    return samples[:, 0].astype(np.float64)
+
+
+def _last_token(samples, neg_log_p):
+    return samples[:, -1].astype(np.float64)
+
+
+def test_a_changed_metric_function_is_rebuilt_with_one_line(corpus, tmp_path, capsys, monkeypatch):
+    """The metric's code is part of what an index describes: same name and data, new function."""
+    path, tokens = corpus
+    d = str(tmp_path / "index")
+    monkeypatch.setitem(analyzer.METRICS, "m", _first_token)
+    first = analyzer.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
+    assert np.array_equal(first, tokens[:-1:16][: len(first)])
+    capsys.readouterr()
+    monkeypatch.setitem(analyzer.METRICS, "m", _last_token)
+    again = analyzer.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
+    assert np.array_equal(again, tokens[16::16][: len(again)])
+    out = capsys.readouterr().out.splitlines()
+    note = f"index {os.path.join(d, 'm')}: built with another version of metric m; rebuilding"
+    assert out[0] == note
+    assert len(out) == 2 and out[1].startswith("built index m")
+    typed = {}  # functions without a source file (a REPL's): their compiled code tells them apart
+    exec("def first(s, p): return s[:, 0]\ndef last(s, p): return s[:, -1]", typed)
+    assert analyzer.metric_code(typed["first"]) != analyzer.metric_code(typed["last"])
+
+
 def test_unknown_metric_and_cli_errors(corpus, tmp_path):
     path, _ = corpus
     with pytest.raises(ValueError, match="unknown metric 'perplexity'; known: vocab_rarity, num_docs"):
@@ -173,6 +201,46 @@ def test_workers_die_on_sigterm_under_the_trainers_stop_handler():
     finally:
         signal.signal(signal.SIGTERM, old)
     assert got == {(True, True)}  # SIGTERM kills; Ctrl-C goes to the trainer, which stops the whole run
+
+
+_RACE = """
+import signal, sys, time
+import multiprocessing as mp
+import analyzer
+
+started = mp.get_context("fork").Value("i", 0)
+real = analyzer._worker_signals
+
+
+def late_initializer():  # the second worker to start is slow to reach the real initializer
+    with started.get_lock():
+        started.value += 1
+        n = started.value
+    if n == 2:
+        time.sleep(2)
+    real()
+
+
+analyzer._worker_signals = late_initializer
+signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as launch.process installs
+for _ in analyzer._map(abs, range(8), 2):
+    break  # an early exit: Pool.terminate() SIGTERMs the slow worker before its initializer ran
+print("joined")
+"""
+
+
+def test_a_sigterm_before_the_workers_initializer_still_stops_it():
+    """Deterministic form of a hang seen in the suite: terminate()'s SIGTERM reached a worker before
+    its initializer reset the noting handler it inherited; it lived on, the parent hung in join."""
+    r = subprocess.Popen([sys.executable, "-c", _RACE], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = r.communicate(timeout=30)  # a deadlock guard, not a timing (~2 s when it works)
+    except subprocess.TimeoutExpired:
+        os.killpg(r.pid, signal.SIGKILL)  # the child and its stuck workers
+        r.communicate()
+        out = "hung in join"
+    assert out.strip() == "joined" and r.returncode == 0
 
 
 def test_unigram_counts_in_chunks_and_workers(corpus, tmp_path):

@@ -66,3 +66,14 @@ def test_each_benchmark_has_its_own_typed_options(capsys):
     assert (a.threads, a.rounds, a.name) == (1, 3, "s")
     with pytest.raises(SystemExit, match="unknown option"):
         bench.main(["sampler", "--bogus=1"])
+
+
+def test_bench_prepare_runs_data_py_on_two_inputs_in_fresh_processes(capsys):
+    """Two inputs of standard-library copies, each prepared in a child process once per round (one
+    warm-up round): a peak RSS per size and round, and the growth line (printed, never asserted)."""
+    out = bench.bench_prepare(["--sizes_mb=0.2,0.4", "--rounds=1", "--threads=1"])
+    (small, small_files), (large, large_files) = out["inputs"].values()
+    assert 0.2e6 <= small < 0.4e6 <= large and small_files < large_files
+    assert [len(p) for p in out["peaks"].values()] == [1, 1]
+    assert all(p[0] > 0 for p in out["peaks"].values())
+    assert "MB of peak RSS per extra MB of input" in capsys.readouterr().out

@@ -1,6 +1,7 @@
 """data.py: tokenizer, sample windows, the by-file split, domains, the Python-installation corpus, streaming,
 skipped inputs, all-or-nothing writes, nanoGPT format, vocabulary and size checks, fingerprints, bad input."""
 
+import hashlib
 import json
 import os
 import signal
@@ -131,21 +132,58 @@ def test_no_content_in_both_splits_and_duplicates_read_once(tmp_path):
     assert 0.2 * (val_bytes + sum(map(len, train))) <= val_bytes  # val: the shortest prefix reaching 20% of the bytes
 
 
-def test_prepare_streams_in_chunks(tmp_path):
-    """Peak traced memory of a 6 MB prepare (one 5 MB file, 40 small ones) in 64 KB chunks: a few chunks, not all."""
+def test_read_gives_a_document_in_chunks(tmp_path):
+    """b"abcde", size=2 -> [97, 98], [99, 100], [101]; bytes 1..3 of it -> [98, 99], [100]."""
+    (tmp_path / "a.txt").write_bytes(b"abcde")
+    for doc in (corpus.Doc(0, str(tmp_path / "a.txt")), corpus.Doc(0, "text", b"abcde")):
+        assert [c.tolist() for c in corpus.read(doc, size=2)] == [[97, 98], [99, 100], [101]]
+        part = doc._replace(start=1, stop=4)
+        assert [c.tolist() for c in corpus.read(part, size=2)] == [[98, 99], [100]]
+
+def held_while_preparing(src, out, monkeypatch):
+    """-> (bytes data.prepare holds at its peak, meta), in 64K-token chunks: tracemalloc's peak
+    plus the largest np.memmap made (its touched pages are resident memory tracemalloc misses)."""
+    mapped, real_memmap = [0], np.memmap
+
+    def memmap(*args, **kwargs):
+        m = real_memmap(*args, **kwargs)
+        mapped.append(m.nbytes)
+        return m
+
+    with monkeypatch.context() as m:
+        m.setattr(np, "memmap", memmap)
+        tracemalloc.start()
+        try:
+            meta = data.prepare([src], out, block_size=16, verbose=False, chunk_size=1 << 16)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    return peak + max(mapped), meta
+
+
+def test_prepare_streams_in_chunks(tmp_path, monkeypatch):
+    """What prepare holds at once does not grow with its input: for 3 and 6 MB (one large document,
+    20 or 40 small ones) it differs by under 5% of the extra 3 MB. Peak RSS grew 1.74 MB per MB of
+    input (issue 26): each token file was mapped whole and every page touched (max, sha256), and
+    each document was mapped whole too."""
     rng = np.random.default_rng(0)
     words = np.array(["alpha", "beta", "gamma", "delta", "def", "return", "\n"])
-    files = {"big.txt": " ".join(rng.choice(words, 900_000))}
-    files.update({f"small{k}.txt": " ".join(rng.choice(words, 8000)) for k in range(40)})
-    write_files(tmp_path / "src", files)
-    size = sum(len(t) for t in files.values())
-    tracemalloc.start()
-    meta = data.prepare([str(tmp_path / "src")], str(tmp_path / "out"), block_size=16, verbose=False,
-                        chunk_size=1 << 16)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert size > 6e6 and meta["train_tokens"] + meta["val_tokens"] == size + 41 - 2  # an EOT between 2 documents
-    assert peak < size / 10, f"peak {peak / 1e6:.1f} MB for {size / 1e6:.1f} MB of input"
+    held, sizes = [], []
+    for k in (1, 2):
+        files = {"big.txt": " ".join(rng.choice(words, 450_000 * k))}
+        files.update({f"small{j}.txt": " ".join(rng.choice(words, 8000)) for j in range(20 * k)})
+        write_files(tmp_path / f"src{k}", files)
+        size = sum(len(t) for t in files.values())
+        src, out = str(tmp_path / f"src{k}"), str(tmp_path / f"out{k}")
+        peak, meta = held_while_preparing(src, out, monkeypatch)
+        n_docs = 20 * k + 1
+        assert meta["train_tokens"] + meta["val_tokens"] == size + n_docs - 2  # EOTs between docs
+        held.append(peak)
+        sizes.append(size)
+    assert sizes[0] > 3e6 and sizes[1] > 6e6
+    growth = (held[1] - held[0]) / (sizes[1] - sizes[0])
+    assert growth < 0.05, f"{growth:.2f} MB per MB ({held[0] / 1e6:.1f}, {held[1] / 1e6:.1f} MB)"
+    assert held[1] < sizes[1] / 2  # a few chunks, not the input
 
 
 # -----------------------------------------------------------------------------
@@ -340,6 +378,32 @@ def test_out_dir_with_other_files_is_refused(tmp_path):
     assert snapshot(tmp_path / "mine") == {"notes.md": b"keep me"}
 
 
+def test_user_files_never_replace_the_default_or_installed_corpus(tmp_path, monkeypatch, capsys):
+    """`python data.py MY_TEXT_DIR` used to prepare into data/stdlib, and every later train.py
+    trained on the user's files. Now one line names --out_dir=data/NAME; both corpora stay."""
+    write_files(tmp_path / "mine", {f"{k}.txt": f"my document {k}. " * 40 for k in range(4)})
+    default, installed = tmp_path / "data" / "stdlib", tmp_path / "data" / "installed"
+    for d in (default, installed):  # stand-ins, prepared before they take the corpora's places
+        data.prepare([str(tmp_path / "mine" / "0.txt")], str(d), block_size=16, verbose=False)
+    monkeypatch.setattr(data, "DEFAULT_DIR", str(default))
+    monkeypatch.setattr(data, "INSTALLED_DIR", str(installed))
+    os.symlink(default, tmp_path / "link")
+    before = snapshot(tmp_path / "data")
+    mine = str(tmp_path / "mine")
+    for argv in ([mine], [mine, f"--out_dir={default}"], [mine, f"--out_dir={tmp_path / 'link'}"],
+                 [f"--domain=a={mine}", f"--out_dir={installed}"]):
+        with pytest.raises(SystemExit) as e:
+            data.main(argv + ["--block_size=16"])
+        assert str(e.value).startswith("error: ") and "\n" not in str(e.value)
+        assert "--out_dir=data/NAME" in str(e.value), str(e.value)
+    with pytest.raises(ValueError, match="--out_dir=data/NAME"):
+        data.prepare([mine], str(default), block_size=16, verbose=False)
+    assert snapshot(tmp_path / "data") == before
+    assert sorted(os.listdir(tmp_path / "data")) == ["installed", "stdlib"]  # nothing beside them
+    data.main([mine, f"--out_dir={tmp_path / 'data' / 'mine'}", "--block_size=16"])  # the fix works
+    assert data.load_meta(str(tmp_path / "data" / "mine"))["n_documents"] == 4
+
+
 @pytest.mark.parametrize("case", ["missing", "empty", "short", "default_block_size"])
 def test_bad_corpus_one_line_no_files(tmp_path, case):
     out = tmp_path / "out"
@@ -429,3 +493,18 @@ def test_fingerprint_is_the_content_hash_of_both_splits(corpus, tmp_path):
     np.concatenate([train, val[:1]]).tofile(tmp_path / "train.bin")  # the same stream, split one token later
     val[1:].tofile(tmp_path / "val.bin")
     assert data.load_meta(str(tmp_path), 257)["fingerprint"] != fp
+
+
+def test_scan_bins_reads_in_chunks_with_the_same_fingerprint_and_the_unigram_entropy(corpus):
+    """One pass per split gives the largest id, the fingerprint (bit for bit the whole-file hash
+    of hashes) and the train split's unigram entropy H = -sum_u p(u) ln p(u), at any chunk size."""
+    train, val = read_split(corpus, "train"), read_split(corpus, "val")
+    inner = hashlib.sha256(train.tobytes()).digest() + hashlib.sha256(val.tobytes()).digest()
+    _, counts = np.unique(train, return_counts=True)
+    p = counts / len(train)
+    want = {"max_token_id": int(max(train.max(), val.max())), "train_tokens": len(train),
+            "val_tokens": len(val), "fingerprint": hashlib.sha256(inner).hexdigest()[:32],
+            "unigram_entropy": pytest.approx(float(-(p * np.log(p)).sum()), rel=1e-12)}
+    assert data.scan_bins(corpus) == want
+    assert data.scan_bins(corpus, chunk=7) == want  # 7-token reads: the same numbers
+    assert data.load_meta(corpus)["unigram_entropy"] == data.scan_bins(corpus)["unigram_entropy"]

@@ -197,6 +197,21 @@ def test_compilations_stay_bounded_while_seqlen_and_kept_length_change():
     assert seen == [2, 3] + [3] * 8, seen  # train LTD + eval, then train dense; no new shape compiled anything
 
 
+def test_no_duck_sizing_is_scoped_to_the_compiled_model():
+    """compile_model traces with distinct symbols for equal sizes (B = r = 4 at the first step, then
+    r = 8 reuses the graph), but leaves the process-wide flag as it was for every other compile."""
+    torch._dynamo.reset()
+    counters.clear()
+    model, g = tiny(n_layer=3, T=16, n_embd=16), torch.Generator().manual_seed(0)
+    with torch.fx.experimental._config.patch(use_duck_shape=True):  # the default, restored after
+        compiled = compile_model(model, shapes_change=True, backend="eager")
+        for r in (4, 8):
+            b = batch(B=4, T=16, seed=r)
+            compiled(b[:, :-1], b[:, 1:], ltd_idx=model.sample_ltd_indices(4, 16, r, g))
+            assert torch.fx.experimental._config.use_duck_shape is True
+    assert compile_count() == 1  # no duck sizing while tracing: B and r had their own symbols
+
+
 @pytest.mark.slow
 def test_compiled_equals_eager_values_and_gradients():
     """Inductor (C++ on CPU) at two (T, r): logits, loss and every gradient within float32 tolerance of eager."""

@@ -1,5 +1,6 @@
 """train.py end to end: CLI, determinism, resume, torchrun (Gloo), the token clock and LR, faults and bad input."""
 
+import builtins
 import json
 import math
 import os
@@ -74,7 +75,7 @@ def test_cli_smoke_run(corpus, tmp_path):
 
 def test_learns_on_the_corpus(corpus, tmp_path):
     out = train.train(cfg_for(corpus, tmp_path, "--max_iters=150", "--eval_interval=150", "--save_checkpoint=false"))
-    assert out["val_loss"] < analyzer.unigram_entropy(out["train_data"].path) - 1.0  # well below the unigram entropy
+    assert out["val_loss"] < out["meta"]["unigram_entropy"] - 1.0  # well below the unigram entropy
 
 
 def test_same_seed_same_losses(corpus, tmp_path):
@@ -467,6 +468,38 @@ def test_index_dir_places_the_curriculum_index_and_the_summary_says_where(corpus
     assert f"note: curriculum index in {tmp_path / 'idx'} (--index_dir" in capsys.readouterr().out
     assert sorted(os.listdir(tmp_path / "idx" / "vocab_rarity")) == [
         "index_to_metric.npy", "index_to_sample.npy", "info.json", "sample_to_metric.npy"]
+
+
+def test_the_end_of_a_run_does_not_read_train_bin_again(corpus, tmp_path, monkeypatch, capsys):
+    """The done: line's unigram entropy is meta.json's (data.py counted the tokens as it wrote
+    them); it was computed from all of train.bin again after the last step (minutes on 18 GB)."""
+    opened, real_train, real_memmap, real_open = [], train.train, np.memmap, builtins.open
+    seen = opened.append
+
+    def spy_after_training(cfg):
+        monkeypatch.setattr(np, "memmap", real_memmap)  # training itself reads train.bin
+        monkeypatch.setattr(builtins, "open", real_open)
+        opened.clear()
+        out = real_train(cfg)
+        monkeypatch.setattr(np, "memmap", lambda f, *a, **k: seen(f) or real_memmap(f, *a, **k))
+        monkeypatch.setattr(builtins, "open", lambda f, *a, **k: seen(f) or real_open(f, *a, **k))
+        return out
+
+    monkeypatch.setattr(train, "train", spy_after_training)
+    train.main([*TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2"])
+    assert [f for f in opened if str(f).endswith("train.bin")] == []
+    entropy = data.load_meta(corpus)["unigram_entropy"]
+    assert f"(unigram entropy of the data {entropy:.4f});" in capsys.readouterr().out
+    older = tmp_path / "older"  # a corpus prepared before meta.json held it: no parenthetical
+    os.makedirs(older)
+    for name in ("train.bin", "val.bin"):
+        (older / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
+    meta = {k: v for k, v in data.load_meta(corpus).items() if k != "unigram_entropy"}
+    (older / "meta.json").write_text(json.dumps(meta))
+    train.main([*TINY, f"--data_dir={older}", f"--out_dir={tmp_path / 'o2'}", "--max_iters=2"])
+    done = [line for line in capsys.readouterr().out.splitlines() if line.startswith("done:")]
+    assert len(done) == 1 and "entropy" not in done[0] and "val loss" in done[0]
+    assert [f for f in opened if str(f).endswith("train.bin")] == []
 
 
 def test_random_ltd_needs_a_middle_layer(corpus, tmp_path, capsys):
