@@ -476,11 +476,11 @@ def test_the_end_of_a_run_does_not_read_train_bin_again(corpus, tmp_path, monkey
     opened, real_train, real_memmap, real_open = [], train.train, np.memmap, builtins.open
     seen = opened.append
 
-    def spy_after_training(cfg):
+    def spy_after_training(cfg, given=None):
         monkeypatch.setattr(np, "memmap", real_memmap)  # training itself reads train.bin
         monkeypatch.setattr(builtins, "open", real_open)
         opened.clear()
-        out = real_train(cfg)
+        out = real_train(cfg, given)
         monkeypatch.setattr(np, "memmap", lambda f, *a, **k: seen(f) or real_memmap(f, *a, **k))
         monkeypatch.setattr(builtins, "open", lambda f, *a, **k: seen(f) or real_open(f, *a, **k))
         return out
