@@ -253,8 +253,12 @@ def main(argv=None):
     try:
         a = parse(AnalyzeConfig, sys.argv[1:] if argv is None else argv, "analyzer.py", __doc__.split("\n")[1])
         data_dir = data.corpus_dir(a.data_dir)
-        ensure_index(os.path.join(data_dir, "train.bin"), a.block_size, a.metrics.split(","),
-                     a.index_dir or os.path.join(data_dir, "index"), a.num_workers or None)
+        index_dir, names = a.index_dir or os.path.join(data_dir, "index"), a.metrics.split(",")
+        index = ensure_index(os.path.join(data_dir, "train.bin"), a.block_size, names, index_dir,
+                             a.num_workers or None)
+        for n in names:
+            print(f"index {os.path.join(index_dir, n)}: {len(index[n]['index_to_sample']):,} samples "
+                  f"of {a.block_size}+1 tokens, up to date")
     except (ValueError, OSError) as e:
         sys.exit(f"error: {e}")
 

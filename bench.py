@@ -258,6 +258,8 @@ def bench_dense(args):
     if a.nanogpt:
         ref = runpy.run_path(a.nanogpt)  # the module's globals
         classes["nanoGPT (--nanogpt)"] = (ref["GPT"], ref["GPTConfig"])
+    else:
+        print("no nanoGPT row: pass --nanogpt=path/to/nanoGPT/model.py for the comparison")
     x = torch.randint(0, 257, (a.batch_size, a.block_size + 1), generator=torch.Generator().manual_seed(0))
     xy = x[:, :-1].contiguous().to(device), x[:, 1:].contiguous().to(device)  # as nanoGPT's get_batch makes them
     def step(model, opt):  # as train.py's, with one micro-step
@@ -346,8 +348,11 @@ def main(argv=None):
     benches = {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd,
                "dense": bench_dense, "prepare": bench_prepare}
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in benches:  # no benchmark named (or --help): say which there are
-        sys.exit(f"usage: python bench.py {{{','.join(benches)}}} [--key=value ...]\n{__doc__}")
+    if not argv or argv[0] in ("-h", "--help"):  # say which there are
+        print(f"usage: python bench.py {{{','.join(benches)}}} [--key=value ...]\n{__doc__}")
+        return
+    if argv[0] not in benches:
+        sys.exit(f"error: no benchmark {argv[0]!r}; pick one of {', '.join(benches)} (python bench.py --help)")
     try:
         benches[argv[0]](argv[1:])  # the rest are its own options (bench.py ltd --help)
     except ValueError as e:  # bad options, or a --device this machine lacks: one line, no traceback

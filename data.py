@@ -26,6 +26,7 @@ import glob
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import sys
 import tempfile
@@ -189,18 +190,43 @@ def scan_bins(data_dir, vocab_size=1 << 16, chunk=1 << 20):
     return {**meta, "fingerprint": h.hexdigest()[:32]}  # 128 bits are plenty
 
 
-def nanogpt_meta(data_dir, vocab_size):
-    """meta of a directory holding nanoGPT's train.bin and val.bin (uint16 ids, all below vocab_size)."""
-    return {"vocab_size": int(vocab_size), "eot_id": None, "tokenizer": "external", **scan_bins(data_dir, vocab_size)}
+def nanogpt_meta(data_dir, vocab_size=None):
+    """meta of a directory holding nanoGPT's train.bin and val.bin (uint16 ids, all below the vocabulary
+    size): from its meta.pkl if it has one (vocab_size; itos decodes a char-level sample), else vocab_size."""
+    meta = {"vocab_size": vocab_size, "eot_id": None, "tokenizer": "external"}
+    path = os.path.join(data_dir, "meta.pkl")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            pkl = _PlainUnpickler(f).load()
+        if vocab_size not in (None, pkl["vocab_size"]):
+            raise ValueError(f"--vocab_size={vocab_size} but {path} says {pkl['vocab_size']}; drop the flag")
+        meta["vocab_size"] = pkl["vocab_size"]
+        if "itos" in pkl:  # {id: str} of nanoGPT's char-level datasets
+            meta["itos"] = [pkl["itos"][i] for i in range(pkl["vocab_size"])]
+    if meta["vocab_size"] is None:
+        raise ValueError(f"{data_dir} holds nanoGPT's train.bin/val.bin but no meta.json nor meta.pkl; pass its "
+                         "tokenizer's --vocab_size (e.g. 50257 for GPT-2 BPE)")
+    return {**meta, **scan_bins(data_dir, meta["vocab_size"])}
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """nanoGPT's meta.pkl holds only dicts, strings and numbers: refuse anything that would run code."""
+
+    def find_class(self, module, name):
+        raise ValueError(f"meta.pkl refers to {module}.{name}, not plain data; it is not read")
 
 
 def load_meta(data_dir, vocab_size=None):
     """meta.json of data_dir, checked: both token files hold its counts, its largest id is below vocab_size (if
-    given) and its own. A nanoGPT directory (no meta.json) needs vocab_size and is read to find its largest id."""
+    given) and its own. A nanoGPT directory (no meta.json) is read whole for its largest id (nanogpt_meta)."""
+    if not os.path.isdir(data_dir):
+        what = "is not a directory" if os.path.exists(data_dir) else "does not exist"
+        raise ValueError(f"--data_dir={data_dir} {what}; prepare your text with python data.py FILES "
+                         "--out_dir=data/NAME, then pass --data_dir=data/NAME")
     path = os.path.join(data_dir, "meta.json")
-    if not os.path.exists(path) and vocab_size is None:
-        raise ValueError(f"no meta.json in {data_dir}: prepare it (python data.py --out_dir {data_dir} FILES...), or "
-                         f"for nanoGPT's train.bin/val.bin pass --vocab_size (e.g. 50257 for GPT-2 BPE)")
+    if not os.path.exists(os.path.join(data_dir, "train.bin")):
+        raise ValueError(f"{data_dir} holds no train.bin: it is not a prepared corpus; prepare it with python "
+                         f"data.py {data_dir} --out_dir=data/NAME, then pass --data_dir=data/NAME")
     if not os.path.exists(path):
         return nanogpt_meta(data_dir, vocab_size)  # counts and ids checked as it is read
     try:
@@ -298,8 +324,9 @@ def main(argv=None):
     try:
         if len(args.paths) == 1 and os.path.isfile(os.path.join(args.paths[0], "train.bin")):
             d = args.paths[0]  # nanoGPT format: keep the .bin files, write meta.json (counts, max id, fingerprint)
-            if args.vocab_size is None:
-                raise ValueError(f"{d} holds train.bin: pass its tokenizer's --vocab_size (50257 for GPT-2 BPE)")
+            if args.out_dir:
+                raise ValueError(f"{d} is a nanoGPT directory: train.py reads it where it is (--data_dir={d}), "
+                                 "and this only writes its meta.json there; drop --out_dir")
             meta = nanogpt_meta(d, args.vocab_size)  # train.py checks --block_size against it
             atomic_write(os.path.join(d, "meta.json"), lambda f: json.dump(meta, f, indent=1), mode="w")
             print(f"{d} is in nanoGPT format, largest token id {meta['max_token_id']}; train with --data_dir={d}")

@@ -318,13 +318,15 @@ def train(cfg, given=None):
             "train_data": run.sampler.windows, "val_data": run.val_data}
 
 
-def sample(model, val_data, n_tokens, seed):
-    """Text generated from the first line of the val split (the corpus's own text, not a fixed prompt)."""
+def sample(model, val_data, n_tokens, seed, itos=None):
+    """Text generated from the first line of the val split (the corpus's own text, not a fixed prompt);
+    bytes are decoded as UTF-8, other tokens through itos (a nanoGPT meta.pkl's id -> string)."""
+    decode = data.decode if itos is None else lambda ids: "".join(itos[i] for i in ids)
     head = np.asarray(val_data.data[:64]).astype(np.int64)
-    newline = np.flatnonzero((head == ord("\n")) | (head == data.EOT))
-    start = torch.from_numpy(head[: newline[0] + 1 if len(newline) else 16])[None].to(next(model.parameters()).device)
+    newline = [k for k, t in enumerate(head) if t == data.EOT or decode([t]) == "\n"]
+    start = torch.from_numpy(head[: newline[0] + 1 if newline else 16])[None].to(next(model.parameters()).device)
     gen = torch.Generator(device=start.device).manual_seed(seed)
-    return data.decode(model.eval().generate(start, n_tokens, temperature=0.8, top_k=50, generator=gen)[0].tolist())
+    return decode(model.eval().generate(start, n_tokens, temperature=0.8, top_k=50, generator=gen)[0].tolist())
 
 
 def main(argv=None):
@@ -353,8 +355,12 @@ def main(argv=None):
     line += f", {eff:,.0f} effective" + (f" ({100 * (1 - eff / raw):.1f}% fewer than raw: random-LTD)"
                                           if eff < raw else "")
     print(line + ("" if eff < dense else " (dense: every token through every layer)"))
-    if cfg.sample_tokens and out["meta"].get("tokenizer") == "bytes":
-        print("sample:\n" + sample(out["model"], out["val_data"], cfg.sample_tokens, cfg.seed))
+    meta = out["meta"]
+    if cfg.sample_tokens and (meta.get("tokenizer") == "bytes" or "itos" in meta):
+        print("sample:\n" + sample(out["model"], out["val_data"], cfg.sample_tokens, cfg.seed, meta.get("itos")))
+    elif cfg.sample_tokens:
+        print(f"no sample: the tokens of {os.path.dirname(out['val_data'].path)} have no decoder here (a nanoGPT "
+              "meta.pkl with itos gives one)")
 
 
 if __name__ == "__main__":

@@ -259,3 +259,14 @@ def test_import_is_light():
     r = subprocess.run([sys.executable, "-c", "import sys, analyzer; print('torch' in sys.modules)"], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.stdout.strip() == "False", r.stderr
+
+
+def test_the_command_line_says_the_index_is_up_to_date(domain_corpus, tmp_path, capsys):
+    """python analyzer.py on a built index printed nothing at all."""
+    args = [f"--data_dir={domain_corpus}", "--block_size=16", f"--index_dir={tmp_path}", "--num_workers=1"]
+    analyzer.main(args)
+    capsys.readouterr()
+    analyzer.main(args)
+    n = len(data.SampleWindows(os.path.join(domain_corpus, "train.bin"), 16))
+    assert capsys.readouterr().out == (f"index {tmp_path / 'vocab_rarity'}: {n:,} samples of 16+1 tokens, "
+                                       "up to date\n")

@@ -24,6 +24,8 @@ def test_bench_dense_times_a_second_model_file_beside_ours(capsys):
     med = bench.bench_dense(TINY + [f"--nanogpt={model_py}", "--iters=1"])
     assert list(med) == ["ours (model.py)", "nanoGPT (--nanogpt)"] and all(t > 0 for t in med.values())
     assert "nanoGPT (--nanogpt)" in capsys.readouterr().out
+    bench.bench_dense(TINY + ["--iters=1"])
+    assert "no nanoGPT row: pass --nanogpt=path/to/nanoGPT/model.py" in capsys.readouterr().out
 
 
 def test_device_auto_takes_the_first_gpu_with_bf16_autocast(monkeypatch):
@@ -66,6 +68,10 @@ def test_each_benchmark_has_its_own_typed_options(capsys):
     assert (a.threads, a.rounds, a.name) == (1, 3, "s")
     with pytest.raises(SystemExit, match="unknown option"):
         bench.main(["sampler", "--bogus=1"])
+    with pytest.raises(SystemExit, match=r"^error: no benchmark 'foo'; pick one of analyzer, sampler"):
+        bench.main(["foo"])  # it printed the usage alone, with no error line
+    bench.main([])
+    assert capsys.readouterr().out.startswith("usage: python bench.py {analyzer,sampler,ltd,dense,prepare}")
 
 
 def test_bench_prepare_runs_data_py_on_two_inputs_in_fresh_processes(capsys):

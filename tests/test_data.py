@@ -1,9 +1,12 @@
 """data.py: tokenizer, sample windows, the by-file split, domains, the Python-installation corpus, streaming,
 skipped inputs, all-or-nothing writes, nanoGPT format, vocabulary and size checks, fingerprints, bad input."""
 
+import collections
 import hashlib
 import json
 import os
+import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -443,6 +446,46 @@ def test_nanogpt_bin_directory_accepted(tmp_path):
     assert meta["max_token_id"] == int(both.max())
     w = data.SampleWindows(str(tmp_path / "train.bin"), 64)
     assert len(w) == (5000 - 1) // 64 and w.get([0]).max() < 50257
+
+
+def nanogpt_char_dataset(d):
+    """A directory as nanoGPT's data/shakespeare_char/prepare.py writes it: uint16 char ids, meta.pkl."""
+    text = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 200
+    chars = sorted(set(text))
+    stoi, itos = {c: i for i, c in enumerate(chars)}, dict(enumerate(chars))
+    ids = np.array([stoi[c] for c in text], dtype=np.uint16)
+    cut = int(0.9 * len(ids))
+    ids[:cut].tofile(d / "train.bin")
+    ids[cut:].tofile(d / "val.bin")
+    with open(d / "meta.pkl", "wb") as f:
+        pickle.dump({"vocab_size": len(chars), "itos": itos, "stoi": stoi}, f)
+    return len(chars), itos
+
+
+def test_a_nanogpt_meta_pkl_gives_the_vocabulary_and_the_decoder(tmp_path):
+    """nanoGPT's meta.pkl was not read ('no meta.json ... pass --vocab_size')."""
+    V, itos = nanogpt_char_dataset(tmp_path)
+    meta = data.load_meta(str(tmp_path))
+    assert meta["vocab_size"] == V and meta["itos"] == [itos[i] for i in range(V)]
+    with pytest.raises(ValueError, match=f"--vocab_size=99 but .*meta.pkl says {V}; drop the flag"):
+        data.load_meta(str(tmp_path), 99)
+    r = run_cli(str(tmp_path), "--out_dir", str(tmp_path / "other"))
+    assert r.returncode == 1 and "reads it where it is" in r.stderr and not (tmp_path / "other").exists()
+    with open(tmp_path / "meta.pkl", "wb") as f:  # not plain data: never unpickled
+        pickle.dump({"vocab_size": V, "itos": collections.OrderedDict(itos)}, f)
+    with pytest.raises(ValueError, match="meta.pkl refers to collections.OrderedDict, not plain data"):
+        data.load_meta(str(tmp_path))
+
+
+def test_a_data_dir_that_is_not_a_corpus_is_one_line(tmp_path):
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "a.txt").write_text("hello")
+    (tmp_path / "file").write_text("x")
+    for d, want in ((tmp_path / "nope", "does not exist"), (tmp_path / "file", "is not a directory"),
+                    (tmp_path / "text", "holds no train.bin: it is not a prepared corpus; prepare it with "
+                                        f"python data.py {tmp_path / 'text'} --out_dir=data/NAME")):
+        with pytest.raises(ValueError, match=re.escape(want)):
+            data.load_meta(str(d))
 
 
 def test_token_ids_above_the_vocabulary_are_refused(tmp_path):

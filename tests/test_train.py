@@ -502,6 +502,25 @@ def test_the_end_of_a_run_does_not_read_train_bin_again(corpus, tmp_path, monkey
     assert [f for f in opened if str(f).endswith("train.bin")] == []
 
 
+def test_a_nanogpt_char_dataset_trains_and_samples_with_its_itos(tmp_path, capsys):
+    from test_data import nanogpt_char_dataset
+
+    (tmp_path / "nano").mkdir()
+    V, itos = nanogpt_char_dataset(tmp_path / "nano")
+    train.main([*TINY[:7], f"--data_dir={tmp_path / 'nano'}", f"--out_dir={tmp_path / 'out'}", "--max_iters=2",
+                "--sample_tokens=20"])
+    out = capsys.readouterr().out
+    assert f"vocab {V};" in out
+    val = np.fromfile(tmp_path / "nano" / "val.bin", dtype=np.uint16)
+    first_line = "".join(itos[i] for i in val[:64]).split("\n")[0]
+    sample = out.split("sample:\n")[1]
+    assert sample.startswith(first_line) and len(sample.rstrip("\n")) >= len(first_line) + 20 - 1
+    os.remove(tmp_path / "nano" / "meta.pkl")  # GPT-2 BPE ids: no decoder here, and one line says so
+    train.main([*TINY[:7], f"--data_dir={tmp_path / 'nano'}", "--vocab_size=64", f"--out_dir={tmp_path / 'b'}",
+                "--max_iters=1", "--sample_tokens=20"])
+    assert "no sample: the tokens of" in capsys.readouterr().out
+
+
 def test_random_ltd_needs_a_middle_layer(corpus, tmp_path, capsys):
     line = main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--n_layer=2", *LTD)
     assert "--n_layer=3 or more" in line
