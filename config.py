@@ -258,18 +258,3 @@ def from_flags(cfg, global_batch_size):
 def whole(x):
     """A difficulty as DeepSpeed's configs write it: 20.0 -> 20, 0.5 -> 0.5."""
     return int(x) if float(x).is_integer() else x
-
-
-def domain_weights(text, names):
-    """'code=2,prose=1' over the corpus's domains (names) -> one weight per domain id, summing to 1."""
-    if not text:
-        return None
-    try:
-        named = {k: float(v) for k, _, v in (p.partition("=") for p in text.split(","))}
-    except ValueError:
-        named = {}
-    if len(names) < 2 or set(named) != set(names) or min(named.values()) < 0 or sum(named.values()) <= 0:
-        raise ValueError(f"--domain_weights={text} needs a weight >= 0 for each domain of the corpus "
-                         f"({', '.join(names) or 'it has none: prepare it with data.py --domain'}), e.g. "
-                         f"{','.join(f'{n}=1' for n in names) or 'code=1,prose=1'}")
-    return [named[n] / sum(named.values()) for n in names]

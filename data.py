@@ -21,7 +21,6 @@ But:
 """
 
 import argparse
-import functools
 import glob
 import hashlib
 import json
@@ -271,19 +270,6 @@ class SampleWindows:
         T = self.block_size
         flat = self.data[start * T : stop * T + 1]  # uint16 view of the memmap, no copy yet
         return np.lib.stride_tricks.sliding_window_view(flat, T + 1)[::T].astype(np.int64)  # one contiguous copy
-
-    @functools.cached_property
-    def domains(self):
-        """(N,) uint8 domain id of every window (meta.json's domain_offsets for this split), or None without domains.
-        Window i's domain is its middle token's, i*T + T//2: the domain holding most of it if it spans two.
-        domain_offsets [0, 40, 100], T = 16 -> middles 8, 24, 40, 56, 72, 88 -> domains [0, 0, 1, 1, 1, 1]"""
-        meta_path = os.path.join(os.path.dirname(self.path), "meta.json")
-        split = os.path.basename(self.path).removesuffix(".bin")
-        offsets = json.load(open(meta_path)).get("domain_offsets", {}).get(split) if os.path.exists(meta_path) else None
-        if offsets is None:
-            return None
-        middle = np.arange(len(self), dtype=np.int64) * self.block_size + self.block_size // 2  # (N,)
-        return (np.searchsorted(offsets, middle, side="right") - 1).astype(np.uint8)  # o[d] <= middle < o[d+1]
 
 
 def corpus_dir(data_dir="", prepare_default=True):

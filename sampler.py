@@ -3,21 +3,17 @@ Curriculum sampler: which samples form each global batch, each rank's slice of i
 
 Mirrors DeepSpeed Data Efficiency's data sampler (arXiv 2212.03597; deepspeed/runtime/data_pipeline/
 data_sampling/data_sampler.py, DeepSpeedDataSampler) and Megatron-DeepSpeed's seqlen post-processing.
-The batch of step t uses the difficulty d = d(t + 1) of each metric (DeepSpeed counts the step before
-it asks the scheduler), which admits a prefix of the metric's sorted index (analyzer.py) of N samples:
+The batch of step t uses the difficulty d = d(t + 1) of each metric, which admits a prefix of the
+metric's sorted index (analyzer.py) of N samples:
 
     value d:       index_to_sample[: searchsorted(index_to_metric, d, 'right')]   (metric <= d)
     percentile d:  index_to_sample[: (N // max_difficulty) * d], all N at d = max  (DeepSpeed's rounding)
 
 The pool is the intersection over metrics. A pass is a bag of the admitted ids not yet drawn in it;
-a batch draws its ids uniformly from the bag (= reading a shuffled pass in order), an empty bag is
-refilled with the pool, new ids join the current pass and ids that leave the pool leave it. With
-domain weights w (data.py's domains) every global batch holds exactly count_k ids of domain k,
-drawn from its admitted ids (one bag per domain), by largest remainder:
-
-    count_k = floor(G * w_k), plus 1 for the G - sum(floor) domains with the largest remainders
-
-A seqlen curriculum (seqlen_truncate, seqlen_reshape) admits every sample and cuts the batch to length d.
+a batch draws its G ids uniformly from the bag (= reading a shuffled pass in order), an empty bag is
+refilled with the pool, newly admitted ids join the current pass and ids that leave the pool leave
+it. Rank r of W takes ids [r * G/W, (r+1) * G/W) of every global batch. A seqlen curriculum
+(seqlen_truncate, seqlen_reshape) admits every sample and cuts the batch to length d.
 
 But:
 - every rank computes the same global batch from (seed, step, state) and takes its own
@@ -28,14 +24,20 @@ But:
   global RNG), and the state is global, so a run resumes on another number of ranks;
 - draws are without replacement within a pass (DeepSpeed samples its clusters with replacement);
 - a falling schedule takes ids out of the pool (DeepSpeed keeps every cluster it has made);
-- seqlen_reshape keeps every target when d divides T (Megatron-DeepSpeed's loses one per row).
+- seqlen_reshape keeps every target when d divides T (Megatron-DeepSpeed's loses one per row);
+- AutoScale's exact per-domain counts are a subclass (autoscale/domains.py) of this one.
 """
+
+from collections import namedtuple
 
 import numpy as np
 
 from scheduler import CurriculumScheduler
 
 SEQLEN_METRICS = ("seqlen_truncate", "seqlen_reshape")  # batch transforms, not admission metrics
+
+# one admission metric: its entry's type and max, and its sorted index from analyzer.py
+Curriculum = namedtuple("Curriculum", "name difficulty_type max_difficulty index_to_sample index_to_metric")
 
 
 def admitted_prefix(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
@@ -47,26 +49,15 @@ def admitted_prefix(difficulty_type, d, index_to_sample, index_to_metric, max_di
     if difficulty_type == "value":
         return int(np.searchsorted(index_to_metric, d, side="right"))  # metric <= d
     N = len(index_to_sample)
-    return N if d >= max_difficulty else (N // int(max_difficulty)) * int(d)  # whole units of N // max
+    if d >= max_difficulty:
+        return N
+    return (N // int(max_difficulty)) * int(d)  # whole units of N // max, as DeepSpeed
 
 
-def domain_counts(weights, G):
-    """Exact ids per domain in a batch of G: largest remainder, ties to the lower domain id.
+class Bag:
+    """The ids of one pool not yet drawn in the current pass; refilled with its members when empty.
 
-    w=[.5, .3, .2], G=8: G*w=[4, 2.4, 1.6] -> floor [4, 2, 1], 1 left -> remainders [0, .4, .6] -> [4, 2, 2]
-    """
-    raw = G * np.asarray(weights, dtype=np.float64) / np.sum(weights)
-    counts = np.floor(raw).astype(np.int64)  # count_k = floor(G * w_k)
-    rem = np.round(raw - counts, 9)  # subtle: rounded, so equal weights tie exactly and the lower id wins
-    order = np.lexsort((np.arange(len(raw)), -rem))  # largest remainder first, then domain id
-    counts[order[: G - counts.sum()]] += 1  # the leftover slots
-    return counts
-
-
-class _Bag:
-    """Ids of one pool not yet drawn in the current pass; refilled with its admitted members when empty.
-
-    members: the sorted ids this bag may ever hold (one domain's).
+    members: the sorted ids this bag may ever hold (all samples, or one domain's).
     """
 
     def __init__(self, members):
@@ -79,8 +70,8 @@ class _Bag:
         self.ids[self.n : self.n + len(ids)] = ids
         self.n += len(ids)
 
-    def keep(self, mask):
-        """Ids that left the pool (mask False) leave the bag."""
+    def drop_unadmitted(self, mask):
+        """Ids that left the pool (mask False) leave the current pass."""
         left = self.ids[: self.n][mask[self.ids[: self.n]]]
         self.n = len(left)
         self.ids[: self.n] = left
@@ -100,7 +91,7 @@ class _Bag:
         return out
 
     def take(self, rng, n, mask):
-        """The next n ids of the pass, starting new passes (the bag refilled with the pool) as needed."""
+        """The next n ids of the pass, starting new passes (refilled with the pool) as needed."""
         out = []
         while n > 0:
             if self.n == 0:  # pass over: every admitted id goes back into the bag
@@ -114,124 +105,144 @@ class _Bag:
 class CurriculumSampler:
     """This rank's batches of token windows: admission by the curriculum metrics, then the seqlen curriculum.
 
-    windows: data.SampleWindows (len, block_size T, get(ids) -> (B, T+1), domains or None);
-    metrics: {name: DeepSpeed curriculum_metrics entry} (ds_config.py checked them; seqlen_* included);
-    index: {name: {"index_to_sample", "index_to_metric"}} for every admission metric (analyzer.py);
-    domain_weights: one weight per domain of windows.domains, summing to 1, or None.
+    windows: data.SampleWindows (len, block_size T, get(ids) -> (B, T+1));
+    metrics: {name: DeepSpeed curriculum_metrics entry} (config.py checked them; seqlen_* included);
+    index: {name: {"index_to_sample", "index_to_metric"}} for every admission metric (analyzer.py).
     """
 
-    def __init__(self, windows, global_batch_size, metrics=None, index=None, seed=0, rank=0, world_size=1,
-                 domain_weights=None):
+    def __init__(self, windows, global_batch_size, metrics=None, index=None, seed=0, rank=0,
+                 world_size=1):
         assert global_batch_size % world_size == 0, "every rank takes an equal slice of the global batch"
         metrics = metrics or {}
-        self.windows, self.N, self.T, self.G = windows, len(windows), windows.block_size, global_batch_size
-        self.rank, self.world_size = rank, world_size
+        self.windows, self.N, self.T = windows, len(windows), windows.block_size
+        self.G, self.rank, self.world_size = global_batch_size, rank, world_size
         self.schedules = {name: CurriculumScheduler(entry) for name, entry in metrics.items()}
         self.seqlen_name = next((name for name in metrics if name in SEQLEN_METRICS), None)
-        self.curricula = [(name, e["difficulty_type"], e["max_difficulty"], index[name]["index_to_sample"],
-                           index[name]["index_to_metric"]) for name, e in metrics.items() if name not in SEQLEN_METRICS]
+        self.curricula = [Curriculum(name, e["difficulty_type"], e["max_difficulty"],
+                                     index[name]["index_to_sample"], index[name]["index_to_metric"])
+                          for name, e in metrics.items() if name not in SEQLEN_METRICS]
         self.rng = np.random.default_rng(seed)
-        self.step, self.key = 0, None  # optimizer steps drawn so far; the difficulties of the current pool
+        self.step = 0  # optimizer steps drawn so far
+        self.pool_difficulties = None  # the difficulties the current pool was admitted at
         self.mask = np.zeros(self.N, dtype=bool)  # (N,) admitted samples
-        # without domain weights every sample is in domain 0, of weight 1: one pass over all samples
-        self.weights = np.ones(1) if domain_weights is None else np.asarray(domain_weights, dtype=np.float64)
-        self.domains = np.zeros(self.N, np.uint8) if domain_weights is None else np.asarray(windows.domains)  # (N,)
-        self.counts = domain_counts(self.weights, global_batch_size)  # count_k: ids of domain k in every batch
-        self.bags = [_Bag(np.flatnonzero(self.domains == k)) for k in range(len(self.weights))]  # one pass per domain
-        self.sizes = np.zeros(len(self.bags), dtype=np.int64)  # admitted ids per bag
+        self.bags = [Bag(np.arange(self.N))]  # the current pass (autoscale/domains.py: one per domain)
 
     def difficulties(self, step=None):
-        """{name: d} used for the batch drawn at `step` (default: the next one), seqlen included."""
+        """{name: d} used for the batch drawn at `step` (default: the next one), seqlen included.
+
+        subtle: three step conventions meet here, as in DeepSpeed: its sampler counts the step before it
+        asks the scheduler, so the batch of optimizer step t (counted from 0) uses d(t + 1), while
+        random-LTD's kept length uses r(t); a log line after step t shows difficulties(t).
+        """
         step = self.step if step is None else step
-        return {name: s.get_difficulty(step + 1) for name, s in self.schedules.items()}  # DeepSpeed's d(t + 1)
+        return {name: s.get_difficulty(step + 1) for name, s in self.schedules.items()}
 
     def seqlen(self, step=None):
-        """Sequence length s of the batch drawn at `step` (default: the next one); T without a seqlen curriculum."""
-        return int(self.difficulties(step)[self.seqlen_name]) if self.seqlen_name else self.T
+        """Sequence length s of the batch drawn at `step` (default: the next one); T without a seqlen
+        curriculum."""
+        if self.seqlen_name is None:
+            return self.T
+        return int(self.difficulties(step)[self.seqlen_name])
 
     def rows(self, step=None):
         """Global rows of the batch drawn at `step`: G, or G * (T // s) under seqlen_reshape."""
-        return self.G * (self.T // self.seqlen(step) if self.seqlen_name == "seqlen_reshape" else 1)
+        if self.seqlen_name == "seqlen_reshape":
+            return self.G * (self.T // self.seqlen(step))
+        return self.G
 
-    def _pool_mask(self, key):
-        """(N,) bool: samples admitted by every metric at the difficulties key (one per curriculum)."""
+    def _pool_mask(self, difficulties):
+        """(N,) bool: samples admitted by every metric at its difficulty (one per curriculum)."""
         mask = np.ones(self.N, dtype=bool)
-        for (_, kind, hi, i2s, i2m), d in zip(self.curricula, key):
-            m = np.zeros(self.N, dtype=bool)
-            m[np.asarray(i2s[: admitted_prefix(kind, d, i2s, i2m, hi)])] = True
-            mask &= m  # intersection across metrics
+        for c, d in zip(self.curricula, difficulties):
+            k = admitted_prefix(c.difficulty_type, d, c.index_to_sample, c.index_to_metric,
+                                c.max_difficulty)
+            admitted = np.zeros(self.N, dtype=bool)
+            admitted[np.asarray(c.index_to_sample[:k])] = True
+            mask &= admitted  # intersection across metrics
         return mask
 
     def pool(self, step=None):
         """Sorted ids admitted for the batch drawn at `step` (default: the next one)."""
         d = self.difficulties(step)
-        return np.flatnonzero(self._pool_mask([d[c[0]] for c in self.curricula]))
-
-    def _per_bag(self, ids):
-        """How many of these ids belong to each bag."""
-        if len(self.bags) == 1:
-            return np.array([len(ids)])  # subtle: one pass needs no gather of the ids' domains (a growing pool's cost)
-        return np.bincount(self.domains[ids], minlength=len(self.bags))
+        return np.flatnonzero(self._pool_mask([d[c.name] for c in self.curricula]))
 
     def _update_pool(self):
-        """Recompute the pool when a difficulty changed; newly admitted ids go into the bags of this pass."""
+        """When a difficulty changed: ids that left the pool leave the pass, new ids join it."""
         d = self.difficulties()
-        key = tuple(d[c[0]] for c in self.curricula)
-        if key == self.key:
-            return  # steady state: nothing to do
-        if len(key) == 1 and self.key is not None and key[0] >= self.key[0]:
-            _, kind, hi, i2s, i2m = self.curricula[0]  # one metric whose difficulty rose: only the new slice
-            added = np.asarray(i2s[admitted_prefix(kind, self.key[0], i2s, i2m, hi) :
-                                   admitted_prefix(kind, key[0], i2s, i2m, hi)])
+        now = tuple(d[c.name] for c in self.curricula)
+        if now == self.pool_difficulties:
+            return  # the same difficulties: the same pool
+        if self._rising_single(now):
+            added = self._grown_slice(now)
             self.mask[added] = True
-            self.sizes = self.sizes + self._per_bag(added)
         else:
-            new = self._pool_mask(key)
+            new = self._pool_mask(now)
             added = np.flatnonzero(new & ~self.mask)
             for bag in self.bags:
-                bag.keep(new)  # a falling schedule takes ids out of the bags
-            self.mask, self.sizes = new, self._per_bag(np.flatnonzero(new))
-        self.key = key
-        for k, bag in enumerate(self.bags):
-            bag.add(added if len(self.bags) == 1 else added[self.domains[added] == k])  # they join this pass
-        if self.sizes.sum() == 0:
-            ranges = "".join(f"; {name} ranges {i2m[0]:.6g} .. {i2m[-1]:.6g} on this data"
-                             for name, kind, _, _, i2m in self.curricula if kind == "value")
+                bag.drop_unadmitted(new)  # a falling schedule takes ids out of the pass
+            self.mask = new
+        self.pool_difficulties = now
+        self._join(added)
+        if not self.mask.any():
+            ranges = "".join(f"; {c.name} ranges {c.index_to_metric[0]:.6g} .. "
+                             f"{c.index_to_metric[-1]:.6g} on this data"
+                             for c in self.curricula if c.difficulty_type == "value")
             fix = "set the difficulties within it" if ranges else "raise min_difficulty"
             raise ValueError(f"the curriculum admits no samples at step {self.step} ({d}){ranges}; {fix}")
-        for k in np.flatnonzero((self.sizes == 0) & (self.weights > 0)):
-            raise ValueError(f"domain {k} has weight {self.weights[k]:g} but no admitted samples at step "
-                             f"{self.step} ({d}); give it weight 0 or raise min_difficulty")
+
+    def _join(self, added):
+        """Newly admitted ids join the current pass (autoscale/domains.py: their domain's)."""
+        self.bags[0].add(added)
+
+    def _draw(self):
+        """The G ids of the next global batch, from the current pass."""
+        return self.bags[0].take(self.rng, self.G, self.mask)
 
     def global_ids(self):
         """(G,) int64 sample ids of the next step, the same on every rank."""
         self._update_pool()
-        ids = np.concatenate([bag.take(self.rng, n, self.mask) for bag, n in zip(self.bags, self.counts) if n])
-        if len(self.bags) > 1:
-            self.rng.shuffle(ids)  # mixed, so every rank's slice holds every domain
+        ids = self._draw()
         self.step += 1
         return ids
 
     def next_batch(self):
-        """int64 (rows, s+1): this rank's contiguous slice of the next global batch, cut to this step's length."""
+        """int64 (rows, s+1): this rank's contiguous slice of the next global batch, cut to this step's
+        length."""
         s, k = self.seqlen(), self.G // self.world_size  # subtle: s before global_ids advances the step
-        batch = self.windows.get(self.global_ids()[self.rank * k : (self.rank + 1) * k])  # (G / world_size, T+1)
+        mine = self.global_ids()[self.rank * k : (self.rank + 1) * k]
+        batch = self.windows.get(mine)  # (G / world_size, T+1)
         if self.seqlen_name == "seqlen_truncate":
             return seqlen_truncate(batch, s)  # (rows, s+1)
         if self.seqlen_name == "seqlen_reshape":
             return seqlen_reshape(batch, s)  # (rows * T // s, s+1)
         return batch
 
+    # the fast path of _update_pool: one metric whose difficulty rose admits only a new slice
+
+    def _rising_single(self, now):
+        """True when one metric's difficulty rose: the pool grows by a slice of its sorted index."""
+        before = self.pool_difficulties
+        return len(now) == 1 and before is not None and now[0] >= before[0]
+
+    def _grown_slice(self, now):
+        """The ids admitted between the pool's difficulty and now[0] (no (N,) mask rebuilt)."""
+        c, before = self.curricula[0], self.pool_difficulties[0]
+        prefix = [admitted_prefix(c.difficulty_type, d, c.index_to_sample, c.index_to_metric,
+                                  c.max_difficulty) for d in (before, now[0])]
+        return np.asarray(c.index_to_sample[prefix[0] : prefix[1]])
+
     def state_dict(self):
-        return {"step": self.step, "key": None if self.key is None else list(self.key),
-                "bags": [bag.ids[: bag.n].copy() for bag in self.bags], "rng": self.rng.bit_generator.state}
+        difficulties = None if self.pool_difficulties is None else list(self.pool_difficulties)
+        return {"step": self.step, "pool_difficulties": difficulties,
+                "bags": [bag.ids[: bag.n].copy() for bag in self.bags],
+                "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
-        assert len(state["bags"]) == len(self.bags), "checkpoint.py compares domain_weights before a resume"
-        self.step = state["step"]  # subtle: no seed: the generator's state below is what the next draws follow
-        self.key = None if state["key"] is None else tuple(state["key"])
-        self.mask = self._pool_mask(self.key) if self.key is not None else np.zeros(self.N, dtype=bool)
-        self.sizes = self._per_bag(np.flatnonzero(self.mask))
+        assert len(state["bags"]) == len(self.bags), "a resume keeps the run's domain weights"
+        self.step = state["step"]  # subtle: no seed: the generator's state below is what draws follow
+        d = state["pool_difficulties"]
+        self.pool_difficulties = None if d is None else tuple(d)
+        self.mask = np.zeros(self.N, dtype=bool) if d is None else self._pool_mask(d)
         for bag, ids in zip(self.bags, state["bags"]):
             bag.n = 0
             bag.add(ids)

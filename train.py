@@ -39,6 +39,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import analyzer
+from autoscale.domains import DomainSampler, domain_weights, window_domains
 import checkpoint
 import data
 import launch
@@ -98,8 +99,12 @@ def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
     launch.on_each_filesystem(lambda: analyzer.ensure_index(train_data.path, cfg.block_size, names, index_dir), rank,
                               local_rank)  # an empty list of names builds nothing
     index = {n: analyzer.load_index(index_dir, n) for n in names}
-    weights = config.domain_weights(cfg.domain_weights, meta.get("domains", []))
-    sampler = CurriculumSampler(train_data, G, metrics, index, cfg.seed, rank, world_size, weights)
+    if cfg.domain_weights:  # AutoScale's mixtures: exact rows of each domain in every batch
+        weights = domain_weights(cfg.domain_weights, meta.get("domains", []))
+        sampler = DomainSampler(train_data, G, window_domains(train_data), weights, metrics, index, cfg.seed,
+                                rank, world_size)
+    else:
+        sampler = CurriculumSampler(train_data, G, metrics, index, cfg.seed, rank, world_size)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer, bias=cfg.bias,
                       n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout,

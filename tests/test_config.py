@@ -183,18 +183,6 @@ def test_published_gpt3_recipe_config_maps_to_our_settings():
         data_efficiency(parse_args([f"--config={path}", "--global_batch_size=512", "--batch_size=8"]), 512, KNOWN, [])
 
 
-def test_domain_weights_by_name():
-    assert config.domain_weights("", ["a", "b"]) is None
-    assert config.domain_weights("b=1,a=3", ["a", "b"]) == [0.75, 0.25]
-    assert config.domain_weights("a=1,b=1,c=2", ["a", "b", "c"]) == [0.25, 0.25, 0.5]
-    for text in ("a=1", "a=-1,b=2", "a=x,b=1", "1,3"):  # a domain missing, a negative weight, not a number, unnamed
-        with pytest.raises(ValueError, match=f"--domain_weights={text} needs a weight >= 0 for each domain of the "
-                                             r"corpus \(a, b\), e.g. a=1,b=1"):
-            config.domain_weights(text, ["a", "b"])
-    with pytest.raises(ValueError, match="it has none: prepare it with data.py --domain"):
-        config.domain_weights("a=1", [])
-
-
 def real_deepspeed_config():
     """A training config as DeepSpeed users write them, around the example's data_efficiency."""
     ds = ds_example()

@@ -17,6 +17,7 @@ import pytest
 
 import corpus
 import data
+from autoscale.domains import window_domains
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -71,18 +72,7 @@ def test_windows_count_and_contents(tmp_path):
     assert w.get([2, 0]).tolist() == [[6, 7, 8, 9], [0, 1, 2, 3]]
     assert w.get_range(1, 3).tolist() == [[3, 4, 5, 6], [6, 7, 8, 9]]
     assert w.get([0]).dtype == np.int64
-    assert w.domains is None  # no meta.json beside it
-
-
-def test_window_domains_worked_example(tmp_path):
-    """domain_offsets [0, 40, 100], T = 16 -> middles 8, 24, 40, 56, 72, 88 -> domains [0, 0, 1, 1, 1, 1]."""
-    np.zeros(100, dtype=np.uint16).tofile(tmp_path / "train.bin")
-    (tmp_path / "meta.json").write_text(json.dumps({"domains": ["a", "b"], "domain_offsets": {"train": [0, 40, 100]}}))
-    d = data.SampleWindows(str(tmp_path / "train.bin"), 16).domains
-    assert d.dtype == np.uint8 and d.tolist() == [0, 0, 1, 1, 1, 1]
-    # an empty middle domain: offsets [0, 30, 30, 100] -> windows in domain 0 or 2, never 1
-    (tmp_path / "meta.json").write_text(json.dumps({"domain_offsets": {"train": [0, 30, 30, 100]}}))
-    assert data.SampleWindows(str(tmp_path / "train.bin"), 16).domains.tolist() == [0, 0, 2, 2, 2, 2]
+    assert window_domains(w) is None  # no meta.json beside it
 
 
 # -----------------------------------------------------------------------------
@@ -101,7 +91,7 @@ def test_prepare_hand_built_corpus_split_by_file(tmp_path):
     assert sorted(docs_of(train) + docs_of(val)) == ["a" * 300, "b" * 300, "c" * 400]  # whole files, hidden one skipped
     assert json.loads((out / "meta.json").read_text()) == meta and meta["vocab_size"] == 257
     assert meta["train_tokens"] == len(train) and meta["val_tokens"] == len(val) and meta["max_token_id"] == data.EOT
-    assert "domains" not in meta and data.SampleWindows(str(out / "train.bin"), 16).domains is None
+    assert "domains" not in meta and window_domains(data.SampleWindows(str(out / "train.bin"), 16)) is None
     # deterministic, and chunk boundaries change nothing: 7-byte chunks write the same bytes
     data.prepare([str(src / "*.txt")], str(tmp_path / "again"), val_fraction=0.25, block_size=16, verbose=False,
                  chunk_size=7)
@@ -250,7 +240,7 @@ def test_user_domains_are_contiguous_and_label_windows(tmp_path):
     assert meta["domains"] == ["a", "b", "other"]
     for split in ("train", "val"):
         w = data.SampleWindows(str(tmp_path / "out" / f"{split}.bin"), 8)
-        tokens, dom = w.get(np.arange(len(w))), w.domains
+        tokens, dom = w.get(np.arange(len(w))), window_domains(w)
         assert len(dom) == len(w) and (np.diff(dom.astype(int)) >= 0).all()  # ordered by domain
         middle = tokens[:, 4]
         letter = {ord("a"): 0, ord("b"): 1, ord("o"): 2}

@@ -15,7 +15,7 @@ import torch
 import checkpoint
 import launch
 import reproduce
-import reproduce_autoscale
+from autoscale import reproduce as reproduce_autoscale
 import test_reproduce
 import test_reproduce_autoscale
 import train

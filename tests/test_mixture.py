@@ -4,7 +4,7 @@ AutoScale notebooks' own numbers reproduced, bad inputs. The procedure with trai
 import numpy as np
 import pytest
 
-from mixture import autoscale_predict, ddo_optimum, fit_power_law, perturbed_amounts, power_law
+from autoscale.mixture import autoscale_predict, ddo_optimum, fit_power_law, perturbed_amounts, power_law
 
 # --- the published example, copied as data --------------------------------------------------------
 # github.com/feiyang-k/AutoScale, algorithms/DDO_example.ipynb, cell 632f22de: validation perplexity of

@@ -9,8 +9,9 @@ import pytest
 
 import config
 import data
-import reproduce_autoscale as rs
-from mixture import ddo_optimum, fit_power_law, power_law
+from autoscale import reproduce as rs
+from autoscale.domains import window_domains
+from autoscale.mixture import ddo_optimum, fit_power_law, power_law
 
 NAMES = ["code", "tests", "prose"]
 TRUE_A, TRUE_B, SCALE = np.array([2.0, 0.8, 5.0]), np.array([1.3, 0.9, 2.0]), 1e5
@@ -183,7 +184,7 @@ def test_natural_target_weights_the_domains_by_their_val_shares(domain_corpus, m
     got = {}
     monkeypatch.setattr(rs, "autoscale", lambda trainer, names, a, train_tokens, target_w: got.update(w=target_w))
     rs.main(TINY + [f"--data_dir={domain_corpus}", "--target=natural"])
-    val = data.SampleWindows(os.path.join(domain_corpus, "val.bin"), 16).domains
+    val = window_domains(data.SampleWindows(os.path.join(domain_corpus, "val.bin"), 16))
     np.testing.assert_allclose(got["w"], [np.mean(val == 0), np.mean(val == 1)])
     assert abs(got["w"][0] - 0.5) > 1e-3  # not the balanced weights
     rs.main(TINY + [f"--data_dir={domain_corpus}"])
@@ -193,10 +194,10 @@ def test_natural_target_weights_the_domains_by_their_val_shares(domain_corpus, m
 def test_domain_run_draws_the_weighted_tokens_and_evaluates_each_domain(domain_corpus, tmp_path):
     names, train_tokens, eval_ids, val_share = rs.domain_data(domain_corpus, 16, 8)
     assert names == ["prose", "code"] and len(eval_ids) == 2 and val_share.sum() == pytest.approx(1.0)
-    val = data.SampleWindows(os.path.join(domain_corpus, "val.bin"), 16).domains
+    val = window_domains(data.SampleWindows(os.path.join(domain_corpus, "val.bin"), 16))
     for k, ids in enumerate(eval_ids):  # 8 distinct val windows of domain k, first and last among them
         assert len(set(ids)) == 8 and np.all(val[ids] == k) and ids[-1] == np.flatnonzero(val == k)[-1]
-    assert list(train_tokens) == [np.sum(data.SampleWindows(os.path.join(domain_corpus, "train.bin"), 16).domains == k)
+    assert list(train_tokens) == [np.sum(window_domains(data.SampleWindows(os.path.join(domain_corpus, "train.bin"), 16)) == k)
                                   * 16 for k in (0, 1)]
     args = ["--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=16", "--batch_size=4", "--warmup_iters=1",
             f"--data_dir={domain_corpus}"]

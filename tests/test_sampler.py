@@ -1,5 +1,5 @@
 """sampler.py: admission (DeepSpeed's rounding and step offset), without-replacement passes, full batches, rank
-slices, resume, seqlen transforms, the batches of tokens, domain weights."""
+slices, resume, seqlen transforms, the batches of tokens (domain weights: test_domains.py)."""
 
 import json
 import os
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import sampler
-from sampler import CurriculumSampler, admitted_prefix, domain_counts, seqlen_reshape, seqlen_truncate
+from sampler import CurriculumSampler, admitted_prefix, seqlen_reshape, seqlen_truncate
 
 N = 200
 
@@ -16,8 +16,8 @@ N = 200
 class Windows:
     """data.SampleWindows stand-in: sample i is tokens i*T .. i*T+T of the stream 0, 1, 2, ..."""
 
-    def __init__(self, n=N, T=32, domains=None):
-        self.n, self.block_size, self.domains = n, T, domains
+    def __init__(self, n=N, T=32):
+        self.n, self.block_size = n, T
 
     def __len__(self):
         return self.n
@@ -229,13 +229,17 @@ def entry(kind, lo, hi, total, step):
             "schedule_config": {"total_curriculum_step": total, "difficulty_step": step}}
 
 
-def loader(seqlen="seqlen_truncate", rank=0, world=1, seed=0, weights=None, G=8, domains=None):
-    """T=32, percentile 10 -> 50 of max 50 (10, 20, .. by step) and lengths 8, 16, 24, 32 over 3 steps."""
+def loader_metrics(seqlen="seqlen_truncate"):
+    """Percentile 10 -> 50 of max 50 (10, 20, .. by step) and lengths 8, 16, 24, 32 over 3 steps."""
     metrics = {"m": entry("percentile", 10, 50, 4, 10)}
     if seqlen:
         metrics[seqlen] = entry("value", 8, 32, 3, 8)
-    return CurriculumSampler(Windows(N, 32, domains), G, metrics, {"m": sorted_index(metric_index(11)[0])}, seed, rank,
-                             world, weights)
+    return metrics, {"m": sorted_index(metric_index(11)[0])}
+
+
+def loader(seqlen="seqlen_truncate", rank=0, world=1, seed=0, G=8):
+    """T=32, the curricula of loader_metrics."""
+    return CurriculumSampler(Windows(N, 32), G, *loader_metrics(seqlen), seed, rank, world)
 
 
 def record_ids(monkeypatch):
@@ -309,86 +313,3 @@ def test_batch_resume_is_bit_exact_also_on_another_world_size():
         h.load_state_dict(state)
     for t in range(3, 12):
         assert np.array_equal(np.concatenate([h.next_batch() for h in halves]), want[t])
-
-
-# -----------------------------------------------------------------------------
-# domain weights
-
-
-DOMAINS = np.random.default_rng(4).integers(0, 3, N)  # 3 domains of about 67 samples
-
-
-def weighted(w, G=16, seed=1, rank=0, world=1, domains=DOMAINS, metrics=None, index=None):
-    return CurriculumSampler(Windows(N, 32, domains), G, metrics, index, seed, rank, world, w)
-
-
-def test_domain_counts_largest_remainder():
-    assert domain_counts([0.5, 0.3, 0.2], 8).tolist() == [4, 2, 2]  # remainders 0, .4, .6
-    assert domain_counts([1 / 3, 1 / 3, 1 / 3], 8).tolist() == [3, 3, 2]  # equal remainders: lower ids first
-    assert domain_counts([0.25, 0.0, 0.75], 7).tolist() == [2, 0, 5]  # 1.75, 0, 5.25 -> the 1 left goes to domain 0
-    assert domain_counts([0.1] * 10, 512).sum() == 512
-
-
-def test_every_global_batch_has_exact_domain_counts_and_the_same_on_every_rank():
-    w = [0.5, 0.3, 0.2]
-    s, ranks = weighted(w), [weighted(w, rank=r, world=2) for r in range(2)]
-    for _ in range(20):
-        g = s.global_ids()
-        assert np.bincount(DOMAINS[g], minlength=3).tolist() == [8, 5, 3]  # 8, 4.8, 3.2
-        assert np.array_equal(np.concatenate([ids_of(r.next_batch()) for r in ranks]), g)
-        assert len(set(DOMAINS[g[:8]].tolist())) > 1  # domains mixed over the batch, not one rank per domain
-
-
-def test_domain_draws_are_without_replacement_within_each_domains_pass():
-    s = weighted([0.6, 0.2, 0.2], G=10, seed=2)
-    n1 = int((DOMAINS == 1).sum())
-    ids = np.concatenate([s.global_ids() for _ in range(n1 // 2)])  # 2 of domain 1 per batch
-    d1 = ids[DOMAINS[ids] == 1]
-    assert len(d1) == len(set(d1.tolist())) == n1 // 2 * 2  # no repeat before the pass over domain 1 ends
-
-
-def test_newly_admitted_ids_join_their_domains_current_pass():
-    """The pool doubles after 3 steps: no domain repeats an id before its pass over all its n_k ids ends."""
-    _, index = metric_index(5)
-    s = weighted([1 / 3] * 3, G=12, seed=0, metrics={"a": custom("percentile", lambda u: 50 if u <= 3 else 100)},
-                 index={"a": index})  # 4 per domain
-    batches = [s.global_ids() for _ in range(20)]
-    for k in range(3):
-        n_k = int((DOMAINS == k).sum())
-        within = np.concatenate([b[DOMAINS[b] == k] for b in batches[: n_k // 4]])  # batches inside the pass
-        upto = np.concatenate([b[DOMAINS[b] == k] for b in batches[: -(-n_k // 4)]])  # and the one where it ends
-        assert len(set(within.tolist())) == len(within)
-        assert set(upto.tolist()) == set(np.flatnonzero(DOMAINS == k).tolist())
-    assert s.sizes.tolist() == np.bincount(DOMAINS, minlength=3).tolist()  # admitted ids per domain
-
-
-def test_domain_weights_deterministic_resumable_and_seeded():
-    def make_(seed=3):
-        return weighted([0.2, 0.3, 0.5], G=12, seed=seed)
-
-    straight = run_steps(make_(), 25)
-    assert straight == run_steps(make_(), 25) and straight != run_steps(make_(4), 25)
-    first = make_()
-    head = run_steps(first, 7)
-    second = make_()
-    second.load_state_dict(first.state_dict())
-    assert head + run_steps(second, 18) == straight
-
-
-def test_domain_weights_compose_with_a_percentile_curriculum(monkeypatch):
-    """Admission first (the easiest d / 50 of the samples), then exact counts per domain from the admitted ids."""
-    seen = record_ids(monkeypatch)
-    L = loader(seqlen=None, weights=[0.25, 0.25, 0.5], G=8, domains=DOMAINS)
-    for t in range(8):
-        pool = L.pool()
-        L.next_batch()
-        assert np.isin(seen[-1], pool).all() and np.bincount(DOMAINS[seen[-1]], minlength=3).tolist() == [2, 2, 4]
-
-
-def test_a_weighted_domain_without_admitted_samples_is_one_line():
-    m, index = metric_index(0)
-    only_0_and_1 = np.where(m <= 10, DOMAINS % 2, DOMAINS)  # no domain-2 sample has metric <= 10
-    s = weighted([0.5, 0.25, 0.25], G=8, seed=0, domains=only_0_and_1,
-                 metrics={"a": custom("value", lambda u: 10 if u <= 2 else 49)}, index={"a": index})
-    with pytest.raises(ValueError, match=r"domain 2 has weight 0.25 but no admitted samples at step 0 \({'a': 10}\)"):
-        s.global_ids()

@@ -2,7 +2,7 @@
 AutoScale end to end (Kang et al., arXiv 2407.20177; the maths is mixture.py's) with train.py, on a corpus of m
 domains (data.py --domain; the default corpus has code, tests and prose):
 
-    python reproduce_autoscale.py --n1=150000 --n2=300000 --t=2 --seeds=1,2   # the defaults: 20 runs
+    python -m autoscale.reproduce --n1=150000 --n2=300000 --t=2 --seeds=1,2   # the defaults: 20 runs
 
     at N1 and at N2 tokens: 2m + 1 runs (the first seed), weights = amounts / total, budget = total; the fits;
         DDO (sum x = m, x_i >= lower) -> n1, n2 = x * N / m tokens per domain
@@ -26,11 +26,11 @@ import numpy as np
 
 import config
 import data
-import mixture
 import train
+from autoscale import mixture
+from autoscale.domains import domain_counts, domain_weights, window_domains
 from config import opt
 from reproduce import check_passes, cli, flag, numbers, seed_list, train_run
-from sampler import domain_counts
 
 MODEL = ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=64", "--batch_size=24", "--threads=1"]
 SET_PER_RUN = ("domain_weights", "max_tokens", "max_iters", "seed", "out_dir", "resume", "overwrite")  # ours, per run
@@ -59,7 +59,7 @@ def domain_data(data_dir, T, eval_per_domain):
     if len(names) < 2:
         raise ValueError(f"{d} has {len(names)} domain(s), AutoScale needs two or more; prepare a corpus with "
                          "domains: python data.py --domain NAME=GLOB --domain NAME2=GLOB2 --out_dir DIR")
-    train_ids, val_ids = (data.SampleWindows(os.path.join(d, f"{s}.bin"), T).domains for s in ("train", "val"))
+    train_ids, val_ids = (window_domains(data.SampleWindows(os.path.join(d, f"{s}.bin"), T)) for s in ("train", "val"))
     eval_ids = [np.flatnonzero(val_ids == k) for k in range(len(names))]  # each domain's val windows
     if min(map(len, eval_ids)) == 0:
         raise ValueError(f"a domain of {d} has no val window of {T + 1} tokens; lower --block_size in --train_args")
@@ -82,7 +82,7 @@ def domain_run(args, out_root, names, eval_ids, amounts, seed, tag):
         log=os.path.join(out_dir, "train.log"))
     losses = [train.estimate_loss(out["model"], out["val_data"], ids, cfg.batch_size) for ids in eval_ids]
     G = cfg.global_batch_size or cfg.batch_size  # one process
-    counts = domain_counts(config.domain_weights(cfg.domain_weights, names), G)  # rows per batch, (m,)
+    counts = domain_counts(domain_weights(cfg.domain_weights, names), G)  # rows per batch, (m,)
     return losses, counts / G * out["raw_tokens"]  # tokens drawn per domain
 
 
@@ -192,7 +192,7 @@ def experiment(a):
 
 
 def main(argv=None):
-    return cli(experiment, AutoScaleConfig, "reproduce_autoscale.py", __doc__, argv)
+    return cli(experiment, AutoScaleConfig, "-m autoscale.reproduce", __doc__, argv)
 
 
 if __name__ == "__main__":
