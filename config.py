@@ -15,17 +15,12 @@ But:
 - torch is not imported, so `python train.py --help` answers at once.
 """
 
-import argparse
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 
-import ds_config
+from support import ds_config
+from support.cli import given, opt, parse
 from sampler import SEQLEN_METRICS
-
-
-def opt(default, help, low=None, choices=None):
-    """A field with its --help text; low: the smallest value allowed; choices: the only values allowed."""
-    return field(default=default, metadata={"help": help, "low": low, "choices": choices})
 
 
 @dataclass
@@ -97,43 +92,6 @@ class TrainConfig:
     ltd_layers: str = opt("", 'comma-separated dropping layers; "" = 1 .. n_layer-2')
 
 
-# -----------------------------------------------------------------------------
-# command line: every script's, generated from a dataclass
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse whose errors are one ValueError line (for main's handler), not a usage block and exit code 2."""
-
-    def error(self, message):
-        message = re.sub(r"^argument (--\w+): ", r"\1: ", message).replace("unrecognized arguments", "unknown option")
-        raise ValueError(f"{message}; see {self.prog} --help")
-
-
-def to_bool(text):
-    if text.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-        return text.lower() in ("1", "true", "yes", "on")
-    raise ValueError(text)
-
-
-to_bool.__name__ = "bool"  # argparse names the type in its error: "invalid bool value"
-
-
-def parse(cls, argv, prog, description=""):
-    """Every field of the dataclass cls as --key=value (a bool also as --key), typed as it is
-    declared -> cls(...)."""
-    p = Parser(prog=prog, usage=f"python {prog} [--key=value ...]", description=description,
-               allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in fields(cls):
-        help = f"{f.metadata.get('help', '')} (default: {f.default!r})".replace("%", "%%")
-        if f.type is bool:
-            p.add_argument(f"--{f.name}", type=to_bool, default=f.default, help=help,
-                           metavar="BOOL", nargs="?", const=True)
-        else:
-            p.add_argument(f"--{f.name}", type=f.type, default=f.default, help=help,
-                           metavar=f.type.__name__.upper(), choices=f.metadata.get("choices"))
-    return cls(**vars(p.parse_args(argv)))
-
-
 USAGE = """  python train.py                                          # a small GPT on the standard library, CPU minutes
   python train.py --config examples/ds_config_cl_ltd.json  # a DeepSpeed data_efficiency section, unchanged
   torchrun --standalone --nproc_per_node=N train.py [--key=value ...]
@@ -153,11 +111,6 @@ def parse_args(argv):
         cfg = replace(cfg, **ds_config.apply_training(cfg, ds, given(argv)))
     check(cfg)
     return cfg
-
-
-def given(argv):
-    """The names of the flags on a command line: ["--lr=1", "--resume"] -> {"lr", "resume"}."""
-    return {a[2:].partition("=")[0] for a in argv if a.startswith("--")}
 
 
 def int_list(name, text):

@@ -36,6 +36,7 @@ import config
 import data
 import train
 from config import opt
+from support import prepare
 from model import GPT, GPTConfig
 
 # --- shared with reproduce_autoscale.py: lists of numbers, the one-pass refusal, a train.py run, main ------------
@@ -147,7 +148,7 @@ def ratio_spec(ratio, n_embd, n_layer=4, T=128, G=16, vocab=257):
 def check_one_pass(cases, data_dir, allow_repeats):
     """The train split's trainable tokens (windows * T); a largest budget above one pass is refused."""
     budget, T = max((int(flag(c[3], "max_tokens")), int(flag(c[3], "block_size"))) for c in cases)
-    d = data.corpus_dir(data_dir)
+    d = prepare.corpus_dir(data_dir)
     have = len(data.SampleWindows(os.path.join(d, "train.bin"), T)) * T
     if not allow_repeats:
         check_passes([budget], [have], [d], "the largest budget", "use a bigger corpus "

@@ -40,14 +40,14 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import analyzer
 from autoscale.domains import DomainSampler, domain_weights, window_domains
-import checkpoint
 import data
-import launch
-from launch import print0
 from model import GPT, GPTConfig, compile_count, compile_model
 from random_ltd import layer_tokens
 from sampler import SEQLEN_METRICS, CurriculumSampler
 from scheduler import RandomLTDScheduler
+from support import checkpoint, launch, prepare
+from support.bins import scan_bins
+from support.launch import print0
 
 
 @dataclass
@@ -90,8 +90,8 @@ def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
         ltd = saved["random_ltd"] and {"random_ltd_schedule": saved["random_ltd"], "random_ltd_layer_id": layers}
     else:
         metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes, accum)
-    launch.on_each_filesystem(lambda: data.corpus_dir(cfg.data_dir), rank, local_rank)
-    data_dir = data.corpus_dir(cfg.data_dir, prepare_default=False)
+    launch.on_each_filesystem(lambda: prepare.corpus_dir(cfg.data_dir), rank, local_rank)
+    data_dir = prepare.corpus_dir(cfg.data_dir, prepare_default=False)
     train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
     names, index_dir = [n for n in metrics if n not in SEQLEN_METRICS], cfg.index_dir or os.path.join(data_dir, "index")
     if names:
@@ -132,7 +132,7 @@ def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
     ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=getattr(torch, dtype))
     return Run(cfg, rank, world_size, device, dtype, ctx, model, raw_model, optimizer, scaler, sampler, ltd_sched,
                ltd_gen, val_data, np.arange(n_eval) * (len(val_data) // n_eval), lr_tokens,
-               meta.get("fingerprint") or data.scan_bins(data_dir)["fingerprint"]), meta
+               meta.get("fingerprint") or scan_bins(data_dir)["fingerprint"]), meta
 
 
 # -----------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import train
 from autoscale import mixture
 from autoscale.domains import domain_counts, domain_weights, window_domains
 from config import opt
+from support import prepare
 from reproduce import check_passes, cli, flag, numbers, seed_list, train_run
 
 MODEL = ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=64", "--batch_size=24", "--threads=1"]
@@ -54,7 +55,7 @@ class AutoScaleConfig:
 
 def domain_data(data_dir, T, eval_per_domain):
     """-> (domain names, train tokens per domain, eval window ids per domain, val share per domain)."""
-    d = data.corpus_dir(data_dir)  # "": the standard library in domains code, tests, prose
+    d = prepare.corpus_dir(data_dir)  # "": the standard library in domains code, tests, prose
     names = data.load_meta(d).get("domains") or []
     if len(names) < 2:
         raise ValueError(f"{d} has {len(names)} domain(s), AutoScale needs two or more; prepare a corpus with "

@@ -12,6 +12,7 @@ import pytest
 
 import analyzer
 import data
+from support import index
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -119,7 +120,7 @@ def test_a_changed_metric_function_is_rebuilt_with_one_line(corpus, tmp_path, ca
     assert len(out) == 2 and out[1].startswith("built index m")
     typed = {}  # functions without a source file (a REPL's): their compiled code tells them apart
     exec("def first(s, p): return s[:, 0]\ndef last(s, p): return s[:, -1]", typed)
-    assert analyzer.metric_code(typed["first"]) != analyzer.metric_code(typed["last"])
+    assert index.metric_code(typed["first"]) != index.metric_code(typed["last"])
 
 
 def test_unknown_metric_and_cli_errors(corpus, tmp_path):
@@ -197,7 +198,7 @@ def test_workers_die_on_sigterm_under_the_trainers_stop_handler():
     inherited the handler that only notes a signal, ignored it, and the index build hung in join (seen in a run)."""
     old = signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as launch.process installs
     try:
-        got = set(analyzer._map(_dispositions, range(8), 2))
+        got = set(index.parallel_map(_dispositions, range(8), 2))
     finally:
         signal.signal(signal.SIGTERM, old)
     assert got == {(True, True)}  # SIGTERM kills; Ctrl-C goes to the trainer, which stops the whole run
@@ -206,7 +207,7 @@ def test_workers_die_on_sigterm_under_the_trainers_stop_handler():
 _RACE = """
 import signal, sys, time
 import multiprocessing as mp
-import analyzer
+from support import index as analyzer
 
 started = mp.get_context("fork").Value("i", 0)
 real = analyzer._worker_signals
@@ -223,7 +224,7 @@ def late_initializer():  # the second worker to start is slow to reach the real 
 
 analyzer._worker_signals = late_initializer
 signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as launch.process installs
-for _ in analyzer._map(abs, range(8), 2):
+for _ in analyzer.parallel_map(abs, range(8), 2):
     break  # an early exit: Pool.terminate() SIGTERMs the slow worker before its initializer ran
 print("joined")
 """

@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-import bench
+from experiments import bench
 
 TINY = ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2", "--device=cpu", "--threads=1"]
 
@@ -20,7 +20,7 @@ def test_bench_ltd_flop_ratio_falls_with_the_kept_length():
 
 def test_bench_dense_times_a_second_model_file_beside_ours(capsys):
     """--nanogpt loads another model.py (here our own) and times it beside ours, one row each."""
-    model_py = os.path.join(os.path.dirname(os.path.abspath(bench.__file__)), "model.py")
+    model_py = os.path.join(bench.ROOT, "model.py")
     med = bench.bench_dense(TINY + [f"--nanogpt={model_py}", "--iters=1"])
     assert list(med) == ["ours (model.py)", "nanoGPT (--nanogpt)"] and all(t > 0 for t in med.values())
     assert "nanoGPT (--nanogpt)" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""checkpoint.py: checksummed atomic checkpoints, the run-directory lock, resume checks; data.atomic_write."""
+"""checkpoint.py: checksummed atomic checkpoints, the run-directory lock, resume checks; files.atomic_write."""
 
 import errno
 import os
@@ -7,8 +7,8 @@ from dataclasses import asdict
 import pytest
 import torch
 
-import checkpoint
-import data
+from support import checkpoint
+from support import files
 from config import parse_args
 
 
@@ -70,8 +70,8 @@ def test_atomic_write_temporaries_are_unique_and_cleaned(tmp_path):
         seen.append(os.readlink(f"/proc/self/fd/{f.fileno()}"))  # the temporary file's path
         f.write(b"x")
 
-    data.atomic_write(str(tmp_path / "a"), write)
-    data.atomic_write(str(tmp_path / "a"), write)
+    files.atomic_write(str(tmp_path / "a"), write)
+    files.atomic_write(str(tmp_path / "a"), write)
     assert len(set(seen)) == 2 and all(os.path.dirname(n) == str(tmp_path) for n in seen)
     assert os.listdir(tmp_path) == ["a"] and oct(os.stat(tmp_path / "a").st_mode & 0o777) != "0o600"
 

@@ -15,9 +15,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import corpus
 import data
 from autoscale.domains import window_domains
+from support import bins, corpus, prepare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -84,7 +84,7 @@ def test_prepare_hand_built_corpus_split_by_file(tmp_path):
     src = tmp_path / "src"
     write_files(src, {"a.txt": "a" * 300, "b.txt": "b" * 300, "c.txt": "c" * 400, ".hidden": "x" * 1000})
     out = tmp_path / "out"
-    meta = data.prepare([str(src)], str(out), val_fraction=0.25, block_size=16, verbose=False)
+    meta = prepare.prepare([str(src)], str(out), val_fraction=0.25, block_size=16, verbose=False)
     train, val = read_split(out, "train"), read_split(out, "val")
     assert len(train) + len(val) == 1000 + 1  # two documents and one EOT in train, one document in val
     assert len(docs_of(val)) == 1 and len(docs_of(train)) == 2 and (val == data.EOT).sum() == 0
@@ -93,7 +93,7 @@ def test_prepare_hand_built_corpus_split_by_file(tmp_path):
     assert meta["train_tokens"] == len(train) and meta["val_tokens"] == len(val) and meta["max_token_id"] == data.EOT
     assert "domains" not in meta and window_domains(data.SampleWindows(str(out / "train.bin"), 16)) is None
     # deterministic, and chunk boundaries change nothing: 7-byte chunks write the same bytes
-    data.prepare([str(src / "*.txt")], str(tmp_path / "again"), val_fraction=0.25, block_size=16, verbose=False,
+    prepare.prepare([str(src / "*.txt")], str(tmp_path / "again"), val_fraction=0.25, block_size=16, verbose=False,
                  chunk_size=7)
     assert snapshot(tmp_path / "again") == snapshot(out)
 
@@ -104,7 +104,7 @@ def test_one_file_is_cut_like_nanogpt_input_txt(tmp_path):
     (tmp_path / "input.txt").write_text(text)
     for chunk_size in (1 << 20, 7):
         out = tmp_path / f"out{chunk_size}"
-        meta = data.prepare([str(tmp_path / "input.txt")], str(out), block_size=16, verbose=False,
+        meta = prepare.prepare([str(tmp_path / "input.txt")], str(out), block_size=16, verbose=False,
                             chunk_size=chunk_size)
         train, val = read_split(out, "train"), read_split(out, "val")
         assert len(val) == int(len(text) * 0.1) and data.decode(np.concatenate([train, val])) == text
@@ -116,7 +116,7 @@ def test_no_content_in_both_splits_and_duplicates_read_once(tmp_path):
     files = {f"d{k}/f{k}.txt": f"<{k}>" + f"text of file {k}. " * (20 + k) for k in range(35)}
     files.update({f"copy{k}.txt": files[f"d{k}/f{k}.txt"] for k in range(5)})  # same content, other names
     write_files(tmp_path / "src", files)
-    meta = data.prepare([str(tmp_path / "src")], str(tmp_path / "out"), val_fraction=0.2, block_size=16, verbose=False)
+    meta = prepare.prepare([str(tmp_path / "src")], str(tmp_path / "out"), val_fraction=0.2, block_size=16, verbose=False)
     train, val = docs_of(read_split(tmp_path / "out", "train")), docs_of(read_split(tmp_path / "out", "val"))
     assert sorted(train + val) == sorted(set(files.values()))  # 35 documents, each once
     assert not set(train) & set(val)
@@ -147,7 +147,7 @@ def held_while_preparing(src, out, monkeypatch):
         m.setattr(np, "memmap", memmap)
         tracemalloc.start()
         try:
-            meta = data.prepare([src], out, block_size=16, verbose=False, chunk_size=1 << 16)
+            meta = prepare.prepare([src], out, block_size=16, verbose=False, chunk_size=1 << 16)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -205,7 +205,7 @@ def test_standard_library_domains(fake_python, tmp_path):
     """code: os.py, json/decoder.py; tests: test/test_os.py; prose: two topics. val_fraction 0.3 puts one document of
     each domain with two in val; the lone test file is cut, its last 30% in val. An EOT counts to the document before
     it; the last document of a split has none."""
-    meta = data.prepare(out_dir=str(tmp_path / "out"), val_fraction=0.3, block_size=16, verbose=False)
+    meta = prepare.prepare(out_dir=str(tmp_path / "out"), val_fraction=0.3, block_size=16, verbose=False)
     assert meta["domains"] == ["code", "tests", "prose"] and meta["source"] == "stdlib"
     n_code, n_tests = 11 * 40 + 24 * 20, 31 * 15
     n_if, n_for = (len(t) for t in fake_python.values())
@@ -218,7 +218,7 @@ def test_standard_library_domains(fake_python, tmp_path):
 
 
 def test_installed_corpus_dedup_and_split(fake_python, tmp_path):
-    meta = data.prepare(out_dir=str(tmp_path / "out"), installed=True, val_fraction=0.3, block_size=16, verbose=False)
+    meta = prepare.prepare(out_dir=str(tmp_path / "out"), installed=True, val_fraction=0.3, block_size=16, verbose=False)
     assert meta["source"] == "installed" and meta["domains"] == ["code", "tests", "prose"]
     assert meta["skipped"] == {"duplicate": 1, "binary": 1}  # pkg/copy_of_os.py has os.py's content; pkg/blob.py
     train, val = docs_of(read_split(tmp_path / "out", "train")), docs_of(read_split(tmp_path / "out", "val"))
@@ -282,7 +282,7 @@ def test_the_corpus_directory_gets_a_plain_directory_mode(tmp_path):
     write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(4)})
     umask = os.umask(0o027)
     try:
-        data.prepare([str(tmp_path / "src")], str(tmp_path / "out"), block_size=16, verbose=False)
+        prepare.prepare([str(tmp_path / "src")], str(tmp_path / "out"), block_size=16, verbose=False)
     finally:
         os.umask(umask)
     assert oct(os.stat(tmp_path / "out").st_mode & 0o777) == oct(0o750)
@@ -291,7 +291,7 @@ def test_the_corpus_directory_gets_a_plain_directory_mode(tmp_path):
 def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch):
     write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(6)})
     out = tmp_path / "out"
-    data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     (out / "index").mkdir()
     (out / "index" / "info.json").write_text("{}")
     before = snapshot(out)
@@ -313,10 +313,10 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
 
     monkeypatch.setattr(corpus, "write_tokens", failing)
     with pytest.raises(OSError, match="No space"):
-        data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+        prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]  # no leftover build directory
     monkeypatch.setattr(corpus, "write_tokens", real_write)
-    meta = data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    meta = prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     assert sorted(os.listdir(out)) == ["meta.json", "train.bin", "val.bin"]  # the old index/ went with the old data
     assert meta["n_documents"] == 7 and sorted(os.listdir(tmp_path)) == ["out", "src"]
 
@@ -324,21 +324,21 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
 def test_kill_9_mid_write_then_next_run_cleans_up(tmp_path):
     write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 300 for k in range(8)})
     out = tmp_path / "out"
-    data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     before = snapshot(out)
     write_files(tmp_path / "src", {"new.txt": "a new document " * 50})
-    code = ("import os, signal, sys, corpus, data\n"
+    code = ("import os, signal, sys\nfrom support import corpus, prepare\n"
             "real = corpus.write_tokens\n"
             "def killed(f, docs, *a, **k):\n"
             "    f.write(b'partial')\n"
             "    os.kill(os.getpid(), signal.SIGKILL)\n"
             "corpus.write_tokens = killed\n"
-            f"data.prepare([{str(tmp_path / 'src')!r}], {str(out)!r}, block_size=16, verbose=False)\n")
+            f"prepare.prepare([{str(tmp_path / 'src')!r}], {str(out)!r}, block_size=16, verbose=False)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True)
     assert r.returncode == -signal.SIGKILL
     assert snapshot(out) == before
     assert any(n.startswith(".out.tmp-") for n in os.listdir(tmp_path))  # what the killed run left behind
-    data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     assert sorted(os.listdir(tmp_path)) == ["out", "src"] and data.load_meta(str(out))["n_documents"] == 9
 
 
@@ -347,27 +347,27 @@ def test_killed_between_renames_restores_the_old_corpus(tmp_path):
     next prepare (even one that fails) puts the old corpus back, and nothing else is left."""
     write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(6)})
     out = tmp_path / "out"
-    data.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
     before = snapshot(out)
-    code = ("import os, signal, data\n"
+    code = ("import os, signal\nfrom support import prepare\n"
             "rename = os.rename\n"
             "def killed(src, dst):\n"
             f"    if dst == {os.path.realpath(out)!r}:  # the second rename: the new corpus becomes out_dir\n"
             "        os.kill(os.getpid(), signal.SIGKILL)\n"
             "    rename(src, dst)\n"
             "os.rename = killed\n"
-            f"data.prepare([{str(tmp_path / 'src')!r}], {str(out)!r}, block_size=16, verbose=False)\n")
+            f"prepare.prepare([{str(tmp_path / 'src')!r}], {str(out)!r}, block_size=16, verbose=False)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True)
     assert r.returncode == -signal.SIGKILL and not out.exists()
     with pytest.raises(ValueError, match="no such file"):
-        data.prepare([str(tmp_path / "nope.txt")], str(out), block_size=16, verbose=False)
+        prepare.prepare([str(tmp_path / "nope.txt")], str(out), block_size=16, verbose=False)
     assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]
 
 
 def test_out_dir_with_other_files_is_refused(tmp_path):
     write_files(tmp_path, {"src/a.txt": "some text " * 100, "mine/notes.md": "keep me"})
     with pytest.raises(ValueError, match="more than a corpus.*notes.md"):
-        data.prepare([str(tmp_path / "src")], str(tmp_path / "mine"), block_size=16, verbose=False)
+        prepare.prepare([str(tmp_path / "src")], str(tmp_path / "mine"), block_size=16, verbose=False)
     assert snapshot(tmp_path / "mine") == {"notes.md": b"keep me"}
 
 
@@ -377,23 +377,23 @@ def test_user_files_never_replace_the_default_or_installed_corpus(tmp_path, monk
     write_files(tmp_path / "mine", {f"{k}.txt": f"my document {k}. " * 40 for k in range(4)})
     default, installed = tmp_path / "data" / "stdlib", tmp_path / "data" / "installed"
     for d in (default, installed):  # stand-ins, prepared before they take the corpora's places
-        data.prepare([str(tmp_path / "mine" / "0.txt")], str(d), block_size=16, verbose=False)
-    monkeypatch.setattr(data, "DEFAULT_DIR", str(default))
-    monkeypatch.setattr(data, "INSTALLED_DIR", str(installed))
+        prepare.prepare([str(tmp_path / "mine" / "0.txt")], str(d), block_size=16, verbose=False)
+    monkeypatch.setattr(prepare, "DEFAULT_DIR", str(default))
+    monkeypatch.setattr(prepare, "INSTALLED_DIR", str(installed))
     os.symlink(default, tmp_path / "link")
     before = snapshot(tmp_path / "data")
     mine = str(tmp_path / "mine")
     for argv in ([mine], [mine, f"--out_dir={default}"], [mine, f"--out_dir={tmp_path / 'link'}"],
                  [f"--domain=a={mine}", f"--out_dir={installed}"]):
         with pytest.raises(SystemExit) as e:
-            data.main(argv + ["--block_size=16"])
+            prepare.main(argv + ["--block_size=16"])
         assert str(e.value).startswith("error: ") and "\n" not in str(e.value)
         assert "--out_dir=data/NAME" in str(e.value), str(e.value)
     with pytest.raises(ValueError, match="--out_dir=data/NAME"):
-        data.prepare([mine], str(default), block_size=16, verbose=False)
+        prepare.prepare([mine], str(default), block_size=16, verbose=False)
     assert snapshot(tmp_path / "data") == before
     assert sorted(os.listdir(tmp_path / "data")) == ["installed", "stdlib"]  # nothing beside them
-    data.main([mine, f"--out_dir={tmp_path / 'data' / 'mine'}", "--block_size=16"])  # the fix works
+    prepare.main([mine, f"--out_dir={tmp_path / 'data' / 'mine'}", "--block_size=16"])  # the fix works
     assert data.load_meta(str(tmp_path / "data" / "mine"))["n_documents"] == 4
 
 
@@ -514,7 +514,7 @@ def test_empty_or_odd_bin_is_one_line(tmp_path, size):
 
 def test_fingerprint_is_the_content_hash_of_both_splits(corpus, tmp_path):
     fp = data.load_meta(corpus)["fingerprint"]
-    assert fp == data.scan_bins(corpus)["fingerprint"] and len(fp) == 32
+    assert fp == bins.scan_bins(corpus)["fingerprint"] and len(fp) == 32
     for name in ("train.bin", "val.bin"):  # the same tokens as a nanoGPT directory: the same fingerprint
         (tmp_path / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
     assert data.load_meta(str(tmp_path), 257)["fingerprint"] == fp  # read whole, as train.py reads it
@@ -538,6 +538,6 @@ def test_scan_bins_reads_in_chunks_with_the_same_fingerprint_and_the_unigram_ent
     want = {"max_token_id": int(max(train.max(), val.max())), "train_tokens": len(train),
             "val_tokens": len(val), "fingerprint": hashlib.sha256(inner).hexdigest()[:32],
             "unigram_entropy": pytest.approx(float(-(p * np.log(p)).sum()), rel=1e-12)}
-    assert data.scan_bins(corpus) == want
-    assert data.scan_bins(corpus, chunk=7) == want  # 7-token reads: the same numbers
-    assert data.load_meta(corpus)["unigram_entropy"] == data.scan_bins(corpus)["unigram_entropy"]
+    assert bins.scan_bins(corpus) == want
+    assert bins.scan_bins(corpus, chunk=7) == want  # 7-token reads: the same numbers
+    assert data.load_meta(corpus)["unigram_entropy"] == bins.scan_bins(corpus)["unigram_entropy"]

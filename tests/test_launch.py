@@ -12,8 +12,8 @@ import time
 import pytest
 import torch
 
-import checkpoint
-import launch
+from support import checkpoint
+from support import launch
 import reproduce
 from autoscale import reproduce as reproduce_autoscale
 import test_reproduce

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import data
+from support import prepare
 import reproduce
 import train
 from config import parse_args
@@ -84,7 +85,7 @@ def test_a_budget_above_one_pass_is_refused(tmp_path, capsys):
     os.makedirs(d)
     for k in range(10):
         (d / f"{k}.txt").write_bytes(bytes(np.random.default_rng(k).integers(97, 123, 40, dtype=np.uint8)))
-    data.prepare([str(d)], str(d / "prep"), val_fraction=0.2, block_size=16, verbose=False)
+    prepare.prepare([str(d)], str(d / "prep"), val_fraction=0.2, block_size=16, verbose=False)
     have = len(data.SampleWindows(str(d / "prep" / "train.bin"), 16)) * 16
     cases = reproduce.reproduce_cases(TINY, seeds=(1,))
     assert reproduce.check_one_pass(cases, str(d / "prep"), False) == have >= 128
@@ -102,7 +103,7 @@ def test_the_default_command_runs_on_a_gpu_machine(tmp_path, monkeypatch, capsys
     """python reproduce.py with no flags where CUDA is available: the default size fits one pass over the default
     corpus (before, the gpu size was picked there and refused at 3.5 passes); --size=gpu still asks for more data."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(data, "DEFAULT_DIR", str(tmp_path / "stdlib"))  # prepared here by data.corpus_dir
+    monkeypatch.setattr(prepare, "DEFAULT_DIR", str(tmp_path / "stdlib"))  # prepared here by corpus_dir
     started = []
 
     def fake_train(cfg):

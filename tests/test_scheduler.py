@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-import ds_config
+from support import ds_config
 from random_ltd import layer_tokens
 from scheduler import CurriculumScheduler, RandomLTDScheduler
 

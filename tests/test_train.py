@@ -17,6 +17,7 @@ import data
 import model
 import sampler
 import train
+from support import bins, prepare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_embd=32", "--eval_samples=8",
@@ -372,7 +373,7 @@ def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, ca
     other = tmp_path / "other"
     os.makedirs(other)
     (other / "a.txt").write_text("another corpus with other words in it, " * 400)
-    data.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
+    prepare.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
     line = main_error(capsys, *argv, "--resume", f"--data_dir={other / 'prep'}")
     assert "holds another corpus than the one the checkpoint trained on" in line
     line = main_error(capsys, *argv[:-1], "--ltd_require_steps=9", "--resume", "--learning_rate=1e-3")
@@ -427,8 +428,8 @@ def test_a_nanogpt_corpus_is_hashed_once_per_run_and_a_changed_one_refused(corpu
     os.makedirs(nano)
     for name in ("train.bin", "val.bin"):
         (nano / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
-    scans, scan_bins = [], data.scan_bins
-    monkeypatch.setattr(data, "scan_bins", lambda *a: scans.append(a) or scan_bins(*a))
+    scans, scan_bins = [], bins.scan_bins
+    monkeypatch.setattr(bins, "scan_bins", lambda *a: scans.append(a) or scan_bins(*a))
     argv = [*TINY, f"--data_dir={nano}", "--vocab_size=257", f"--out_dir={tmp_path / 'out'}", "--max_iters=6"]
     train.main(argv + ["--eval_interval=2"])  # three checkpoints
     assert len(scans) == 1

@@ -28,7 +28,7 @@ from dataclasses import asdict, fields, replace
 import torch
 import torch.distributed as dist
 
-import data
+from support.files import atomic_write
 
 
 def save_checkpoint(path, ckpt):
@@ -37,7 +37,7 @@ def save_checkpoint(path, ckpt):
     torch.save(ckpt, buf)
     blob = buf.getvalue()
     try:
-        data.atomic_write(path, lambda f: f.write(blob + hashlib.sha256(blob).digest()))
+        atomic_write(path, lambda f: f.write(blob + hashlib.sha256(blob).digest()))
     except OSError as e:
         raise ValueError(f"could not write checkpoint {path} ({e.strerror or e}); the previous one is intact; "
                          "free some space or pick another --out_dir") from None
