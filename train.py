@@ -229,14 +229,16 @@ def train_step(run, lr, step):
 
 def train_loop(run, state, signals, ckpt_path):
     cfg, L, n_ltd = run.cfg, run.cfg.n_layer, len(run.raw_model.ltd_layers)
-    out = {"losses": [], "lrs": [], "evals": [], "val_loss": None}
+    out = {"losses": [], "lrs": [], "evals": [], "val_loss": None, "eval_time": 0.0}
     pending, start_iter, t0 = [], state["iter_num"], time.time()
     while True:
         n, eff = state["iter_num"], state["layer_tokens"] / L
         done = (cfg.max_iters and n >= cfg.max_iters) or (cfg.max_tokens and eff >= cfg.max_tokens)
         if (n % cfg.eval_interval == 0 and n > start_iter) or done:
+            t_eval = time.time()
             out["val_loss"] = estimate_loss(run.model, run.val_data, run.eval_ids, cfg.batch_size, run.ctx)
             out["evals"].append((eff, out["val_loss"]))
+            out["eval_time"] += time.time() - t_eval  # seconds spent evaluating: reproduce.py leaves them out
             print0(f"step {n}: val loss {out['val_loss']:.4f}, effective tokens {eff:,.0f}")
             if cfg.save_checkpoint and n > 0:
                 checkpoint.save(run, state, ckpt_path)
@@ -290,7 +292,8 @@ def print_summary(run, meta, notes):
 
 
 def train(cfg, given=None):
-    """Train with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)], val_loss, model, ...
+    """Train with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)], val_loss, time and
+    eval_time (seconds, all and evaluating), model, ...
 
     With --resume the checkpoint's settings hold; given names the flags the user set (None: all of
     cfg's), which must agree with them except where the run goes, what it prints and when it stops.

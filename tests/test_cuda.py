@@ -130,10 +130,12 @@ def test_a_resume_on_cuda_continues_bit_exactly(corpus, tmp_path):
     assert got["resumed"] == got["straight"]  # dropout and kept tokens from restored CUDA generators
 
 
-def test_the_smallest_reproduce_grid_on_cuda(corpus, tmp_path, monkeypatch, capsys):
+def test_the_smallest_reproduce_grid_on_cuda(corpus, tmp_path, monkeypatch):
     import reproduce
     from test_reproduce import TINY
 
     monkeypatch.setitem(reproduce.SIZES, "tiny", TINY)
-    results = reproduce.main(["--size=tiny", f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--seeds=5"])
-    assert len(results) == 8 and "on cuda:0" in capsys.readouterr().out
+    results = reproduce.main(["--size=tiny", f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--seeds=5",
+                              "--fractions=1,0.5"])
+    logs = [p.read_text() for p in tmp_path.glob("size_tiny/*/train.log")]  # each run's output
+    assert len(results["size tiny"]) == 10 and len(logs) == 10 and all("on cuda:0" in log for log in logs)

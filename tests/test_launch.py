@@ -129,11 +129,12 @@ def test_every_run_the_experiments_build_starts_on_one_gpu(corpus, domain_corpus
 
     monkeypatch.setattr(train, "train", on_one_gpu)
     monkeypatch.setitem(reproduce.SIZES, "tiny", test_reproduce.TINY)
-    reproduce.main(["--size=tiny", f"--data_dir={corpus}", f"--out_dir={tmp_path / 'grid'}", "--seeds=5"])
+    reproduce.main(["--size=tiny", f"--data_dir={corpus}", f"--out_dir={tmp_path / 'grid'}", "--seeds=5",
+                    "--fractions=1,0.5"])
     grid = len(starts)
     reproduce_autoscale.main(test_reproduce_autoscale.TINY + ["--n1=640", "--n2=1280", "--t=1", "--seeds=1",
                                                               f"--data_dir={domain_corpus}", f"--out_dir={tmp_path}"])
-    assert grid == 8 and len(starts) == grid + 2 * 5 + 3 and set(starts) == {("set_device", 0)}
+    assert grid == 10 and len(starts) == grid + 2 * 5 + 3 and set(starts) == {("set_device", 0)}
 
 
 # -----------------------------------------------------------------------------
