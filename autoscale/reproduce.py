@@ -29,9 +29,9 @@ import data
 import train
 from autoscale import mixture
 from autoscale.domains import domain_counts, domain_weights, window_domains
-from config import opt
+from experiments.runs import check_passes, cli, flag, numbers, seed_list, train_run
 from support import prepare
-from reproduce import check_passes, cli, flag, numbers, seed_list, train_run
+from support.cli import opt
 
 MODEL = ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=64", "--batch_size=24", "--threads=1"]
 SET_PER_RUN = ("domain_weights", "max_tokens", "max_iters", "seed", "out_dir", "resume", "overwrite")  # ours, per run

@@ -131,7 +131,7 @@ def test_a_resume_on_cuda_continues_bit_exactly(corpus, tmp_path):
 
 
 def test_the_smallest_reproduce_grid_on_cuda(corpus, tmp_path, monkeypatch):
-    import reproduce
+    from experiments import reproduce
     from test_reproduce import TINY
 
     monkeypatch.setitem(reproduce.SIZES, "tiny", TINY)

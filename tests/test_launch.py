@@ -14,7 +14,7 @@ import torch
 
 from support import checkpoint
 from support import launch
-import reproduce
+from experiments import reproduce
 from autoscale import reproduce as reproduce_autoscale
 import test_reproduce
 import test_reproduce_autoscale

@@ -15,7 +15,7 @@ import torch
 import analyzer
 import data
 from support import prepare
-import reproduce
+from experiments import charts, reproduce, runs
 import train
 from config import from_flags, parse_args
 
@@ -64,7 +64,7 @@ def test_reproduce_cases_budgets_and_lr_scaling():
     assert schedules(full) == (1, 1)
     cpu = reproduce.reproduce_cases(reproduce.SIZES["cpu"], seeds=(1,), lr_power=1.0)
     cl_half = [c[3] for c in cpu if c[0] == "CL" and c[1] == 0.5][0]
-    assert schedules(cl_half) == (int(0.4 * 600), None) and reproduce.flag(cl_half, "max_tokens") == str(600 * 16 * 128)
+    assert schedules(cl_half) == (int(0.4 * 600), None) and runs.flag(cl_half, "max_tokens") == str(600 * 16 * 128)
     assert schedules([c[3] for c in cpu if c[0] == "random-LTD" and c[1] == 1.0][0]) == (None, int(0.6 * 1200))
 
 
@@ -128,11 +128,11 @@ def test_reach_not_reached_and_reached_at_the_first_budget():
 
 def test_text_chart():
     """The docstring's example; two curves: the first stays on top, both overwrite the target."""
-    assert reproduce.text_chart({"baseline": [(0, 2.0), (10, 1.0)]}, 1.5, width=5, height=3) == [
+    assert charts.text_chart({"baseline": [(0, 2.0), (10, 1.0)]}, 1.5, width=5, height=3) == [
         "   2.0000 |b", "   1.5000 |-----", "   1.0000 |    b", "          +-----",
         "           0  10"]
     curves = {"baseline": [(1000, 3.0), (2000, 2.0)], "CL": [(1000, 2.5), (2000, 2.0)]}
-    assert reproduce.text_chart(curves, 2.5, width=11, height=5) == [
+    assert charts.text_chart(curves, 2.5, width=11, height=5) == [
         "   3.0000 |     b", "   2.7500 |", "   2.5000 |-----c-----", "   2.2500 |",
         "   2.0000 |          b", "          +-----------", "           0     2,000"]
 
@@ -142,7 +142,7 @@ def test_speedup_bars():
     speedups = {"baseline": {"eff. tokens": (1.0, "1.00x", ""), "wall-clock": (1.0, "1.00x", "")},
                 "CL": {"eff. tokens": (1.37, "1.37x", ""), "wall-clock": none},
                 "random-LTD": {"eff. tokens": none, "wall-clock": none}}
-    bars = reproduce.speedup_bars(speedups)
+    bars = charts.speedup_bars(speedups)
     assert [b.count("#") for b in bars] == [20, 27, 0]
     assert bars[1].endswith("1.37x (wall-clock not reached)")
     assert bars[2].split() == ["random-LTD", "not", "reached", "(wall-clock", "not", "reached)"]
@@ -152,14 +152,14 @@ def test_png_chart(tmp_path):
     pytest.importorskip("matplotlib")
     s = {"baseline": {"eff. tokens": (1.0, "1.00x", ""), "wall-clock": (1.0, "1.00x", "")},
          "CL": {"eff. tokens": (None, "not reached", ""), "wall-clock": (1.2, "1.20x", "")}}
-    path = reproduce.png_chart(str(tmp_path / "c.png"), {"baseline": [(1, 2.0), (2, 1.5)]}, 1.5, s)
+    path = charts.png_chart(str(tmp_path / "c.png"), {"baseline": [(1, 2.0), (2, 1.5)]}, 1.5, s)
     assert path == str(tmp_path / "c.png") and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_png_chart_without_matplotlib_is_none(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
     s = {"baseline": {"eff. tokens": (1.0, "1.00x", ""), "wall-clock": (1.0, "1.00x", "")}}
-    assert reproduce.png_chart(str(tmp_path / "c.png"), {"baseline": [(1, 2.0)]}, 1.5, s) is None
+    assert charts.png_chart(str(tmp_path / "c.png"), {"baseline": [(1, 2.0)]}, 1.5, s) is None
     assert not os.path.exists(tmp_path / "c.png")
 
 
@@ -170,7 +170,7 @@ def test_a_worker_ends_when_its_grid_is_gone(tmp_path, monkeypatch):
     tasks, results = queue.Queue(), queue.Queue()
     tasks.put((["--n_layer=0"], str(tmp_path / "train.log")))  # a run still in its queue
     tasks.put(None)
-    reproduce.worker(0, "cpu", tasks, results)
+    runs.worker(0, "cpu", tasks, results)
     assert results.empty() and tasks.qsize() == 2
 
 
@@ -279,7 +279,7 @@ def test_the_whole_pipeline_on_the_tiny_size(tiny_corpus, tmp_path, capsys):
     for name, f, seed, args in plan:
         out = res[name, f][seed - 1]
         assert out["iter_num"] == reproduce.planned_steps(args) and out["lr"] == 2e-3
-        budget = int(reproduce.flag(args, "max_tokens"))
+        budget = int(runs.flag(args, "max_tokens"))
         assert out["effective_tokens"] >= budget > out["effective_tokens"] - 16 * 128  # one step
         assert len(out["evals"]) >= reproduce.EVALS if f == 1 else len(out["evals"]) == 1
         assert 0 < out["eval_time"] < out["time"]
@@ -293,9 +293,9 @@ def test_the_whole_pipeline_on_the_tiny_size(tiny_corpus, tmp_path, capsys):
         row = rf"^step-matched baseline .* {100 * f:.0f}% .* {control['iter_num']} +13 "
         assert re.search(row, text, re.M)
     # CL + random-LTD's speedup in effective tokens for seed 2, by hand from its runs
-    base, runs = res["baseline", 1.0][1], [res["CL + random-LTD", f][1] for f in TINY_FRACTIONS]
-    xs = [o["effective_tokens"] / base["effective_tokens"] for o in runs]
-    losses = [o["val_loss"] for o in runs]
+    base, cl_ltd = res["baseline", 1.0][1], [res["CL + random-LTD", f][1] for f in TINY_FRACTIONS]
+    xs = [o["effective_tokens"] / base["effective_tokens"] for o in cl_ltd]
+    losses = [o["val_loss"] for o in cl_ltd]
     i = next(k for k, v in enumerate(losses) if v <= base["val_loss"])
     t = (losses[i - 1] - base["val_loss"]) / (losses[i - 1] - losses[i])
     x = xs[i - 1] * (xs[i] / xs[i - 1]) ** t
@@ -303,9 +303,9 @@ def test_the_whole_pipeline_on_the_tiny_size(tiny_corpus, tmp_path, capsys):
     speedups = reproduce.arm_speedups(res, "CL + random-LTD", TINY_FRACTIONS)
     assert list(line.groups()) == [speedups["eff. tokens"][1], f"{1 / x:.2f}x",
                                    *speedups["wall-clock"][1:]]
-    curves = {name: reproduce.mean_curve(res[name, 1.0]) for name in reproduce.ARMS}
+    curves = {name: charts.mean_curve(res[name, 1.0]) for name in reproduce.ARMS}
     target = np.mean([o["val_loss"] for o in res["baseline", 1.0]])
-    assert "\n".join(reproduce.text_chart(curves, target)) in text
+    assert "\n".join(charts.text_chart(curves, target)) in text
     assert "LR per arm from LRS in reproduce.py" in text
     png = tmp_path / "size_tiny.png"
     assert os.path.exists(png) if f"chart: {png}" in text else "pip install matplotlib" in text

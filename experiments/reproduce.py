@@ -1,0 +1,454 @@
+"""
+How much sooner does each technique reach the baseline's quality? A budget sweep of train.py runs.
+
+    python reproduce.py --jobs=2                       # 5 arms x 4 budgets x 2 seeds: ~60 min
+    python reproduce.py --jobs=2 --lrs=1e-3,2e-3,4e-3  # each arm's best LR first: ~100 min
+    python reproduce.py --jobs=2 --size=tiny           # the whole pipeline, tiny model: ~1 min
+    python reproduce.py --jobs=2 --ratios=3,30,300     # vs tokens per parameter
+    python reproduce.py --jobs=8 --size=gpu --data_dir=data/installed --compile  # 8 GPUs
+    python -m autoscale.reproduce                      # AutoScale's data mixtures (its own file)
+
+The arms are DeepSpeed Data Efficiency's composed result (arXiv 2212.03597, Table 7: GPT-3 1.3B
+with curriculum learning on vocabulary rarity and sequence length, and random-LTD, arXiv
+2211.11586) and a control: baseline, CL, random-LTD, CL + random-LTD, and a step-matched
+baseline, full-length rows in a smaller batch that takes as many optimizer steps as CL +
+random-LTD on the same tokens (short sequences and dropped tokens make a step cheaper, so the
+curriculum arms take more, smaller steps; the control tells "curriculum" from "more steps").
+Every run stops on effective tokens (train.py's --max_tokens); a run at budget fraction f fits
+its schedules (curricula, kept length, warmup, cosine decay) into its share. The number users
+want is where an arm reaches the baseline's val loss at 100%:
+
+    x = the arm's effective tokens (or seconds) / the baseline's at 100%, at each fraction
+    loss linear in log x between the budgets around the crossing (reach()); speedup = 1 / x
+
+for the mean over seeds, and for each seed against its own baseline (a seed's runs share their
+initial weights and val windows). Seconds are a run's wall-clock without its evaluations. A 100%
+run evaluates EVALS times, for the chart: val loss against effective tokens at 100%, the
+baseline's final loss as a line, and the speedups; printed as text, and saved as
+out_dir/<size>.png when matplotlib is installed.
+
+Each arm's peak LR comes from LRS, or with --lrs from a sweep: every arm at 100% at each LR, then
+the budget sweep at each arm's best (its 100% runs are the sweep's own). --jobs N trains N runs
+at once, each in its own process with one torch thread (one GPU each on a GPU machine: cuda:k
+for worker k); the results equal --jobs=1's. The default grid, 40 runs at fractions summing to
+2.92 per arm and seed, takes about 10 x 2.92 x 220 s / 2 jobs = 54 min on a 2-core CPU, plus a
+few minutes for evaluations and the control's smaller batches. The tokens-per-parameter study
+trains smaller models on more tokens (ratio = budget tokens / parameters). A budget above one
+pass over the train split is refused in one line (--allow_repeats overrides it): a second pass
+measures memorisation, not data efficiency.
+
+But:
+- byte-level text and models of 0.05M-20M parameters instead of GPT-3 1.3B on 300B tokens;
+- the control's batch is a whole number of rows, so its steps match CL + random-LTD's only to
+  the nearest batch (cpu size at 100%: 13 rows, 1477 steps against 1500); the table shows both;
+- no LR scaling for cut budgets by default (--lr_power=1 gives the paper's scaling).
+"""
+
+import math
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+import analyzer
+import config
+import data
+from experiments.charts import MARKS, mean_curve, png_chart, speedup_bars, text_chart
+from experiments.runs import check_passes, cli, flag, numbers, run_all, seed_list
+from model import GPT, GPTConfig
+from random_ltd import layer_tokens
+from sampler import SEQLEN_METRICS
+from scheduler import CurriculumScheduler, RandomLTDScheduler
+from support import prepare
+from support.cli import opt
+
+# --- the grid: sizes, arms, each arm's LR and train.py flags -------------------------------------
+
+SIZES = {  # model, batch, budget in dense steps, val windows (cpu: 2.46M tokens, 0.09 passes)
+    "tiny": {"model": ["--n_layer=3", "--n_head=2", "--n_embd=32", "--block_size=128",
+                       "--batch_size=16"], "budget_steps": 30, "eval_samples": 128},  # a minute
+    "cpu": {"model": ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=128",
+                      "--batch_size=16"], "budget_steps": 1200, "eval_samples": 640},
+    "gpu": {"model": ["--n_layer=12", "--n_head=6", "--n_embd=384", "--block_size=512",
+                      "--batch_size=32"], "budget_steps": 6000, "eval_samples": 640},  # 98M tokens
+}
+ARMS = ("baseline", "CL", "random-LTD", "CL + random-LTD", "step-matched baseline")
+LRS = {  # each arm's peak LR at 100% without --lrs (to be set from an --lrs sweep on the cpu size)
+    "baseline": 2e-3,
+    "CL": 2e-3,
+    "random-LTD": 2e-3,
+    "CL + random-LTD": 2e-3,
+    "step-matched baseline": 2e-3,
+}
+EVALS = 8  # evaluations of a 100% run (the chart's curve); other budgets evaluate once, at the end
+RATIO_WIDTHS = ((3, 128), (10, 96), (30, 64), (100, 48), (300, 32))  # tokens/parameter -> n_embd
+
+
+@dataclass
+class GridConfig:
+    size: str = opt("cpu", "tiny, cpu or gpu: model, batch and budget (any runs on any device)",
+                    choices=SIZES)
+    data_dir: str = opt("", 'a prepared corpus; "" = the standard library, prepared on first use')
+    out_dir: str = opt("out_reproduce", "a directory per run (its train.log), and the chart's PNG")
+    seeds: str = opt("1337,1338", "comma-separated seeds: every arm once per seed")
+    fractions: str = opt("0.5,0.63,0.79,1", "budget fractions to run, 1 (the reference) among them")
+    lrs: str = opt("", "peak LRs to try at 100%, e.g. 1e-3,2e-3,4e-3: every arm at each, then the "
+                   'sweep at its best; "" = the LRS table in reproduce.py')
+    lr_power: float = opt(0.0, "LR scaled by (1/fraction)**lr_power; 1 = as the paper, 0 = none")
+    cases: str = opt(",".join(ARMS), "comma-separated arms to run, baseline (the reference) too")
+    ratios: str = opt("", "tokens per parameter: baseline and CL + random-LTD at each, not --size")
+    jobs: int = opt(1, "runs at once, each its own process: one thread each (CPU), a GPU each")
+    allow_repeats: bool = opt(False, "allow budgets above one pass over the train split")
+    compile: bool = opt(False, "torch.compile every run's model")
+
+
+def planned_steps(args):
+    """Optimizer steps a train.py run (its flags args) takes to its budget, from its schedules.
+
+    Step t trains G rows of the curriculum length s_t = d(t + 1) (DeepSpeed's clock, sampler.py),
+    kept length r_t = min(r(t), s_t) in n of L layers; the run stops once effective tokens reach
+    --max_tokens (train.py's loop):
+
+        effective tokens after step t = sum over steps <= t of G * (s * (L - n) + r * n) / L
+
+    The test grid's CL + random-LTD at 100% (G 4, T 16, L 4, n 2; s = 16 from step 0; r = 8, 16,
+    16): 48, 112, 176 effective tokens after steps 1, 2, 3 -> 3 steps to max_tokens 128.
+    """
+    cfg = config.parse_args(args)
+    G = cfg.global_batch_size or cfg.batch_size  # one process
+    metrics, ltd = config.from_flags(cfg, G)
+    assert "seqlen_reshape" not in metrics, "reshape changes the rows per step: not counted here"
+    seqlen = [CurriculumScheduler(e) for name, e in metrics.items() if name in SEQLEN_METRICS]
+    kept = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
+    n_ltd = (len(ltd["random_ltd_layer_id"]) or cfg.n_layer - 2) if ltd else 0  # model's 1..L-2
+    total, t = 0, 0  # layer-tokens so far, steps taken
+    while not (cfg.max_iters and t >= cfg.max_iters):
+        if cfg.max_tokens and total / cfg.n_layer >= cfg.max_tokens:  # train.py's float test
+            break
+        # subtle: the batch of step t has the length d(t + 1) (DeepSpeed counts the step first)
+        s = int(seqlen[0].get_difficulty(t + 1)) if seqlen else cfg.block_size
+        r = min(kept.get_value(t), s) if kept else None
+        total += layer_tokens(G, s, r, cfg.n_layer, n_ltd)  # G * (s * (L - n) + r * n)
+        t += 1
+    return t
+
+
+def step_matched_batch(tokens, T, G, steps):
+    """The batch b <= G whose dense run of `tokens` effective tokens takes closest to `steps`.
+
+    A dense run of b rows takes ceil(tokens / (b * T)) steps. The cpu size at 100% (2,457,600
+    tokens, T 128, G 16) against CL + random-LTD's 1500 steps: 13 rows take 1477, 12 take 1600.
+    """
+    return min(range(1, G + 1), key=lambda b: abs(math.ceil(tokens / (b * T)) - steps))
+
+
+def arm_args(spec, name, f, lr):
+    """train.py flags of one arm at budget fraction f and peak LR lr (no seed, no eval interval).
+
+    The budget is f * budget_steps dense steps of G rows of T tokens. The curricula run over the
+    first 40% of its dense steps, random-LTD's kept length over 60% (train.py's defaults).
+    """
+    T, G = int(flag(spec["model"], "block_size")), int(flag(spec["model"], "batch_size"))
+    steps = max(1, int(f * spec["budget_steps"]))
+    tokens = steps * G * T
+    rows = G
+    if name == "step-matched baseline":  # full-length rows, as many steps as CL + random-LTD's
+        cl_ltd = planned_steps(arm_args(spec, "CL + random-LTD", f, lr))
+        rows = step_matched_batch(tokens, T, G, cl_ltd)
+    warmup = max(1, round(max(1, steps // 50) * G / rows))  # the same tokens for any batch
+    cl = ["--cl_metric=vocab_rarity", "--cl_min=1", "--cl_max=100", "--cl_schedule=fixed_root",
+          "--cl_root_degree=2", "--seqlen=truncate", f"--seqlen_min={max(8, T // 16)}",
+          "--seqlen_step=8"]
+    ltd = ["--random_ltd", f"--ltd_min={max(8, T // 16)}", "--ltd_seq_per_step=8"]
+    extra = {"baseline": [], "CL": cl, "random-LTD": ltd, "CL + random-LTD": cl + ltd,
+             "step-matched baseline": [f"--batch_size={rows}"]}
+    return spec["model"] + [
+        f"--max_tokens={tokens}", "--max_iters=0", f"--learning_rate={lr!r}",
+        f"--min_lr={lr / 10!r}", f"--warmup_iters={warmup}",
+        f"--eval_samples={spec['eval_samples']}", "--sample_tokens=0",
+        "--save_checkpoint=false"] + extra[name]
+
+
+def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), lr_power=0.0, names=ARMS,
+                    lrs=None):
+    """The grid of a size spec: (arm, fraction, seed, train.py args) for each arm of names.
+
+    An arm's peak and final LR at fraction f are lrs[arm] (default LRS) times (1 / f) ** lr_power
+    (0: none, which did best at CPU scale; 1: as the paper). A 100% run evaluates about EVALS
+    times (the chart's curve), the others once, at the end.
+    """
+    lrs = lrs or LRS
+    cases = []
+    for f in fractions:
+        for name in (n for n in ARMS if n in names):
+            args = arm_args(spec, name, f, lrs[name] * (1 / f) ** lr_power)
+            evals = max(1, planned_steps(args) // EVALS) if f == 1 else 1_000_000_000
+            cases += [(name, f, seed, args + [f"--eval_interval={evals}", f"--seed={seed}"])
+                      for seed in seeds]
+    return cases
+
+
+def ratio_spec(ratio, n_embd, n_layer=4, T=128, G=16, vocab=257):
+    """A size whose 100% budget is `ratio` tokens per parameter: a smaller model is trained on more tokens."""
+    params = GPT(GPTConfig(block_size=T, vocab_size=vocab, n_layer=n_layer, n_head=4, n_embd=n_embd)).get_num_params()
+    model = [f"--n_layer={n_layer}", "--n_head=4", f"--n_embd={n_embd}", f"--block_size={T}", f"--batch_size={G}"]
+    budget_steps = max(1, round(ratio * params / (G * T)))
+    return {"model": model, "budget_steps": budget_steps, "eval_samples": 640, "params": params}
+
+
+def check_one_pass(cases, data_dir, allow_repeats):
+    """The train split's trainable tokens (windows * T); a largest budget above one pass is refused."""
+    budget, T = max((int(flag(c[3], "max_tokens")), int(flag(c[3], "block_size"))) for c in cases)
+    d = prepare.corpus_dir(data_dir)
+    have = len(data.SampleWindows(os.path.join(d, "train.bin"), T)) * T
+    if not allow_repeats:
+        check_passes([budget], [have], [d], "the largest budget", "use a bigger corpus "
+                     "(python data.py --installed --out_dir=...), a smaller --size, or --allow_repeats")
+    return have
+
+
+# --- running: one run after another here, or --jobs runs at once, each in its own process --------
+
+
+def slug(text):
+    """'CL + random-LTD' -> 'CL_random-LTD': a name for a directory."""
+    return re.sub(r"[^\w.-]+", "_", text).strip("_")
+
+
+def run_grid(plans, a, haves, done):
+    """plans {label: [(arm, fraction, seed, args)]} -> {label: {(arm, fraction): [per seed]}}.
+
+    done {args: summary} holds earlier calls' runs and gets this call's: a run planned twice (the
+    LR sweep's 100% run at an arm's best LR, again in the budget sweep) runs once.
+    """
+    runs = {}
+    for label, cases in plans.items():
+        for name, f, seed, args in cases:
+            lr = float(flag(args, "learning_rate"))
+            run_dir = os.path.join(a.out_dir, slug(label), f"{slug(name)}_lr{lr:g}_f{f:g}_s{seed}")
+            title = f"{label}: {name}, {100 * f:.0f}% budget, lr {lr:g}, seed {seed}"
+            run = args + [f"--data_dir={a.data_dir}", f"--out_dir={run_dir}", "--overwrite=true",
+                          "--threads=1"] + (["--compile"] if a.compile else [])
+            log = os.path.join(run_dir, "train.log")
+            runs.setdefault(tuple(args), (tuple(args), run, log, title))
+    done.update(run_all([run for key, run in runs.items() if key not in done], a.jobs))
+    results = {label: {} for label in plans}
+    for label, cases in plans.items():
+        for name, f, seed, args in cases:
+            out = {**done[tuple(args)], "lr": float(flag(args, "learning_rate")),
+                   "rows": int(flag(args, "batch_size"))}
+            out["passes"] = out["raw_tokens"] / haves[label]
+            results[label].setdefault((name, f), []).append(out)
+    return results
+
+
+# --- the number users want: where an arm's loss-vs-budget curve reaches the baseline's ----------
+
+
+def reach(xs, losses, target):
+    """The budget x at which a loss-vs-budget curve reaches target, linear in log x between budgets.
+
+    xs: budgets in increasing order, losses at each; i: the first budget whose loss is <= target:
+
+        log x = log x[i-1] + (loss[i-1] - target) / (loss[i-1] - loss[i]) * log(x[i] / x[i-1])
+
+    None when no budget reaches target; xs[0] when the first already does (the crossing lies at or
+    before it: 1 / xs[0] is then a lower bound on the speedup). The issue's CL + random-LTD:
+    xs=[0.5, 0.65, 0.8, 1], losses=[1.8044, 1.6723, 1.5750, 1.5145], target 1.6186 -> i = 2,
+    (1.6723 - 1.6186) / (1.6723 - 1.5750) = 0.552, x = 0.65 * (0.8 / 0.65) ** 0.552 = 0.729: 1.37x.
+    """
+    for i, loss in enumerate(losses):
+        if loss <= target and i == 0:
+            return xs[0]
+        if loss <= target:
+            t = (losses[i - 1] - target) / (losses[i - 1] - loss)  # 0..1 of the way, in log x
+            return math.exp(math.log(xs[i - 1]) + t * math.log(xs[i] / xs[i - 1]))
+    return None
+
+
+def speedup_text(xs, losses, target):
+    """'1.37x', '>=2.00x' (the first budget already reaches target) or 'not reached'."""
+    x = reach(xs, losses, target)
+    if x is None:
+        return "not reached"
+    return (">=" if losses[0] < target else "") + f"{1 / x:.2f}x"
+
+
+def curves(res, arm, fracs, key):
+    """arm's loss-vs-budget curves for reach(): (mean over seeds, [each seed's]), each (xs, losses,
+    target). x = the arm's key (effective_tokens or seconds) at each fraction / its seed's
+    baseline's at 100%; target = that baseline's 100% val loss. The mean averages all three."""
+    per_seed = []
+    for k, base in enumerate(res["baseline", 1.0]):
+        xs = [res[arm, f][k][key] / base[key] for f in fracs]
+        per_seed.append((xs, [res[arm, f][k]["val_loss"] for f in fracs], base["val_loss"]))
+    mean = tuple(np.mean([c[i] for c in per_seed], axis=0).tolist() for i in range(3))
+    return mean, per_seed
+
+
+def arm_speedups(res, arm, fracs):
+    """{"eff. tokens" or "wall-clock": (the mean curve's speedup or None, its text, the seeds')}."""
+    out = {}
+    for what, key in (("eff. tokens", "effective_tokens"), ("wall-clock", "seconds")):
+        mean, per_seed = curves(res, arm, fracs, key)
+        x = reach(*mean)
+        seeds = "/".join(speedup_text(*c) for c in per_seed)
+        out[what] = (None if x is None else 1 / x, speedup_text(*mean), seeds)
+    return out
+
+
+# --- tables and charts ---------------------------------------------------------------------------
+
+
+def print_lr_sweep(label, lrs, by_lr, best):
+    """Val loss at 100% of each arm at each LR (mean over seeds), the arm's best marked with *."""
+    print(f"\n{label}: LR sweep at 100% (val loss, mean over seeds; * = the arm's best, used)")
+    print(f"{'arm':22}" + "".join(f"{lr:>11g}" for lr in lrs))
+    for name in dict.fromkeys(name for name, _ in by_lr):
+        cells = [f"{np.mean([o['val_loss'] for o in by_lr[name, lr]]):.4f}" for lr in lrs]
+        marked = [c + ("*" if lr == best[name] else " ") for c, lr in zip(cells, lrs)]
+        print(f"{name:22}" + "".join(f"{c:>11}" for c in marked))
+
+
+def print_grid(label, spec, res, fracs, lr_source):
+    """One size's runs: val loss (mean and each seed's), steps, rows, tokens, passes, seconds."""
+    params = f"{spec['params']:,} parameters, " if "params" in spec else ""
+    G, T = int(flag(spec["model"], "batch_size")), int(flag(spec["model"], "block_size"))
+    print(f"\n{label}: {params}budget 100% = {spec['budget_steps']} dense steps of {G} x {T} = "
+          f"{spec['budget_steps'] * G * T:,} effective tokens; LR per arm {lr_source}")
+    print(f"{'arm':22} {'lr':>7} {'budget':>6} {'val loss':>8} {'(seeds)':>15} {'steps':>6} "
+          f"{'rows':>4} {'raw tokens':>11} {'eff. tokens':>11} {'passes':>6} {'time s':>6}")
+    for name in dict.fromkeys(name for name, _ in res):
+        for f in fracs:
+            outs = res[name, f]
+            keys = ("val_loss", "iter_num", "raw_tokens", "effective_tokens", "passes", "seconds")
+            v = {k: np.mean([o[k] for o in outs]) for k in keys}
+            per_seed = "/".join(format(o["val_loss"], ".4f") for o in outs)
+            print(f"{name:22} {outs[0]['lr']:>7.1e} {100 * f:>5.0f}% {v['val_loss']:>8.4f} "
+                  f"{per_seed:>15} {v['iter_num']:>6.0f} {outs[0]['rows']:>4} "
+                  f"{v['raw_tokens']:>11,.0f} {v['effective_tokens']:>11,.0f} "
+                  f"{v['passes']:>6.3f} {v['seconds']:>6.1f}")
+
+
+def print_speedups(res, fracs):
+    """Each arm's speedup to the baseline's 100% val loss, in effective tokens and in wall-clock."""
+    base = [o["val_loss"] for o in res["baseline", 1.0]]
+    print(f"\nspeedup to the baseline's 100% val loss {np.mean(base):.4f} "
+          f"({'/'.join(format(v, '.4f') for v in base)}) = 1 / the share of the baseline's "
+          "effective tokens (or seconds) the arm takes to reach it, interpolated in log budget")
+    print(f"{'arm':22} {'eff. tokens':>12} {'(seeds)':>24} {'wall-clock':>12} {'(seeds)':>24}")
+    speedups = {}
+    for name in dict.fromkeys(name for name, _ in res):
+        speedups[name] = arm_speedups(res, name, fracs)
+        tok, sec = speedups[name]["eff. tokens"], speedups[name]["wall-clock"]
+        print(f"{name:22} {tok[1]:>12} {tok[2]:>24} {sec[1]:>12} {sec[2]:>24}")
+    return speedups
+
+
+def report(label, spec, res, fracs, lr_source, out_dir):
+    """A size's tables, the text chart and the PNG -> each arm's speedups."""
+    print_grid(label, spec, res, fracs, lr_source)
+    speedups = print_speedups(res, fracs)
+    names = list(speedups)
+    loss_curves = {name: mean_curve(res[name, 1.0]) for name in names}
+    target = float(np.mean([o["val_loss"] for o in res["baseline", 1.0]]))
+    legend = "  ".join(f"{MARKS[n]} {n}" for n in names)
+    print(f"\nval loss at 100% against effective tokens, mean over seeds: {legend}; "
+          f"--- the baseline's 100% val loss {target:.4f}")
+    print("\n".join(text_chart(loss_curves, target)))
+    print("\nspeedup to the baseline's 100% val loss in effective tokens, 20 # = 1x:")
+    print("\n".join(speedup_bars(speedups)))
+    png = png_chart(os.path.join(out_dir, slug(label) + ".png"), loss_curves, target, speedups)
+    print(f"chart: {png}" if png else "chart: pip install matplotlib for a PNG")
+    return speedups
+
+
+def print_ratios(specs, results, speedups):
+    """The tokens-per-parameter study: CL + random-LTD's speedups at each ratio."""
+    print("\ntokens per parameter: CL + random-LTD's speedup to the baseline's 100% val loss")
+    print(f"{'ratio':>22} {'params':>9} {'tokens':>11} {'base 100%':>9} {'eff. tokens':>12} "
+          f"{'(seeds)':>24} {'wall-clock':>12} {'passes':>6}")
+    for label, spec in specs.items():
+        s = speedups[label]["CL + random-LTD"]
+        base = results[label]["baseline", 1.0]
+        tokens = np.mean([o["effective_tokens"] for o in base])
+        loss = np.mean([o["val_loss"] for o in base])
+        print(f"{label:>22} {spec['params']:>9,} {tokens:>11,.0f} {loss:>9.4f} "
+              f"{s['eff. tokens'][1]:>12} {s['eff. tokens'][2]:>24} {s['wall-clock'][1]:>12} "
+              f"{base[0]['passes']:>6.3f}")
+
+
+# --- main: check, plan, the LR sweep (--lrs), the budget sweep, report ---------------------------
+
+
+def check_grid(a):
+    """a's lists checked -> (arm names, fractions ascending, ratios, LRs, seeds)."""
+    names = ("baseline", "CL + random-LTD") if a.ratios else tuple(a.cases.split(","))
+    if "baseline" not in names or not set(names) <= set(ARMS):
+        raise ValueError(f"--cases={a.cases}: give a subset of {', '.join(ARMS)} with baseline "
+                         "(the reference)")
+    fracs, ratios = numbers("fractions", a.fractions), numbers("ratios", a.ratios)
+    lrs = numbers("lrs", a.lrs)
+    if not fracs or min(fracs + ratios) <= 0:
+        raise ValueError(f"--fractions={a.fractions} --ratios={a.ratios}: give numbers above 0, "
+                         "e.g. --fractions=1,0.5")
+    if 1 not in fracs:
+        raise ValueError(f"--fractions={a.fractions} lacks 1: the baseline's 100% val loss is what "
+                         "every speedup is measured against; add 1")
+    if lrs and min(lrs) <= 0:
+        raise ValueError(f"--lrs={a.lrs}: give learning rates above 0, e.g. --lrs=1e-3,2e-3,4e-3")
+    if a.jobs < 1:
+        raise ValueError(f"--jobs={a.jobs} must be at least 1")
+    return names, sorted(set(fracs)), ratios, sorted(set(lrs)), seed_list(a.seeds)
+
+
+def grid(a):
+    """The sweep at one size, or at each tokens-per-parameter ratio -> {label: {(arm, fraction):
+    [a summary per seed: train.train's numbers, its "lr", "rows" and "passes" over the data]}}."""
+    names, fracs, ratios, lrs, seeds = check_grid(a)
+    specs = {f"{r:g} tokens per parameter": ratio_spec(r, dict(RATIO_WIDTHS).get(int(r), 64))
+             for r in ratios} or {f"size {a.size}": SIZES[a.size]}
+    plans = {label: reproduce_cases(spec, fracs, seeds, a.lr_power, names)
+             for label, spec in specs.items()}
+    sweeps = {label: [c for lr in lrs for c in reproduce_cases(
+        spec, [1.0], seeds, 0.0, names, dict.fromkeys(ARMS, lr))] for label, spec in specs.items()}
+    for case in [c for cases in [*plans.values(), *sweeps.values()] for c in cases]:
+        config.parse_args(case[3])  # train.py's checks of every run, before any run starts
+    haves = {label: check_one_pass(cases, a.data_dir, a.allow_repeats)
+             for label, cases in plans.items()}
+    d = prepare.corpus_dir(a.data_dir)
+    index_T = {int(flag(c[3], "block_size")) for cs in plans.values() for c in cs if "CL" in c[0]}
+    for T in sorted(index_T):  # subtle: built here, once: runs at once would race to build it
+        analyzer.ensure_index(os.path.join(d, "train.bin"), T, ["vocab_rarity"],
+                              os.path.join(d, "index"))
+    done = {}  # {a run's flags: its summary}
+    lr_source = dict.fromkeys(specs, "from LRS in reproduce.py (--lrs=... sweeps them)")
+    if lrs:
+        swept = run_grid(sweeps, a, haves, done)
+        for label, spec in specs.items():
+            by_lr = {(name, lr): [o for o in swept[label][name, 1.0] if o["lr"] == lr]
+                     for name in names for lr in lrs}
+            best = {name: min(lrs, key=lambda lr: np.mean([o["val_loss"] for o in by_lr[name, lr]]))
+                    for name in names}
+            print_lr_sweep(label, lrs, by_lr, best)
+            plans[label] = reproduce_cases(spec, fracs, seeds, a.lr_power, names, {**LRS, **best})
+            lr_source[label] = "its best from the LR sweep above"
+    results = run_grid(plans, a, haves, done)
+    print(f"\nreproduce: seeds {a.seeds}; torch {torch.__version__}, "
+          f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, {a.jobs} run(s) at once, one thread "
+          "each on a CPU; time s: wall-clock without evaluations")
+    speedups = {label: report(label, specs[label], res, fracs, lr_source[label], a.out_dir)
+                for label, res in results.items()}
+    if ratios:
+        print_ratios(specs, results, speedups)
+    return results
+
+
+def main(argv=None):
+    return cli(grid, GridConfig, "reproduce.py", __doc__, argv)
+
+
+if __name__ == "__main__":
+    main()
