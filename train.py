@@ -1,20 +1,22 @@
 """
 Train a GPT with curriculum learning and random-LTD, on one CPU, one GPU, or many under torchrun.
 
-    python train.py                                           # default corpus, small model, a few CPU minutes
-    python train.py --config examples/ds_config_cl_ltd.json   # a DeepSpeed data_efficiency section, unchanged
+    python train.py                                          # the default corpus, a small model
+    python train.py --config examples/ds_config_cl_ltd.json  # a DeepSpeed data_efficiency section
     torchrun --standalone --nproc_per_node=8 train.py --global_batch_size=128
 
-nanoGPT's train.py with DeepSpeed Data Efficiency (arXiv 2212.03597) wired in: the curriculum sampler and
-random-LTD (arXiv 2211.11586). One effective-token clock drives the learning rate and the stop: a step of
-B rows of length s (the curriculum's), kept length r, n of L layers dropping, spends
+nanoGPT's train.py with DeepSpeed Data Efficiency (arXiv 2212.03597) wired in: the curriculum
+sampler and random-LTD (arXiv 2211.11586). One effective-token clock drives the learning rate and
+the stop: a step of B rows of length s (the curriculum's), kept length r, n of L layers dropping,
+spends
 
     layer_tokens = B * (s * (L - n) + min(r, s) * n),  effective tokens = layer_tokens / L
 
 But:
-- batches come from a seeded, rank-sharded sampler without replacement, not nanoGPT's random offsets;
-- checkpoints also hold the sampler, every rank's RNG states and the clock (checkpoint.py); --resume
-  continues bit-exactly on CPU; SIGTERM and Ctrl-C stop at a step boundary with one (launch.py);
+- batches come from a seeded, rank-sharded sampler without replacement, not nanoGPT's random
+  offsets;
+- checkpoints also hold the sampler, every rank's RNG states and the clock (support/checkpoint.py);
+  --resume continues bit-exactly on CPU; SIGTERM and Ctrl-C stop at a step boundary with one;
 - LR warmup and decay follow effective tokens (DeepSpeed's LayerToken LR schedule raises "not
   implemented"), and the decay ends where the run's budget ends.
 """
@@ -30,6 +32,7 @@ if __name__ == "__main__" and {"-h", "--help"} & set(sys.argv[1:]):
 import math
 import os
 import time
+from collections import namedtuple
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -39,20 +42,23 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import analyzer
-from autoscale.domains import DomainSampler, domain_weights, window_domains
 import data
+from autoscale.domains import DomainSampler, domain_weights, window_domains
 from model import GPT, GPTConfig, compile_count, compile_model
 from random_ltd import layer_tokens
 from sampler import SEQLEN_METRICS, CurriculumSampler
 from scheduler import RandomLTDScheduler
-from support import checkpoint, launch, prepare
+from support import checkpoint, launch, prepare, report
 from support.bins import scan_bins
 from support.launch import print0
+
+# where the LR warmup ends and the cosine decay ends, and one dense step: in effective tokens
+LRSchedule = namedtuple("LRSchedule", "step_tokens warmup_tokens decay_tokens")
 
 
 @dataclass
 class Run:
-    """The parts of a run that stay fixed while it trains; the loop's changing state is the dict `state`."""
+    """The parts of a run that stay fixed while it trains; the loop's changing state is `state`."""
     cfg: config.TrainConfig
     rank: int
     world_size: int
@@ -67,86 +73,113 @@ class Run:
     ltd: RandomLTDScheduler  # or None: random-LTD off
     ltd_gen: torch.Generator  # this rank's kept tokens
     val_data: data.SampleWindows
-    eval_ids: np.ndarray  # the fixed val windows every evaluation uses, the same for any batch or world size
-    lr_tokens: tuple  # (tokens of one dense step, warmup end, decay end), in effective tokens
-    corpus: str  # the corpus's content hash, read once (a nanoGPT directory's is its whole bytes): resume checks it
+    eval_ids: np.ndarray  # the val windows of every evaluation, for any batch or world size
+    lr_schedule: LRSchedule
+    corpus: str  # the corpus's content hash, read once: a resume checks it
 
 
 # -----------------------------------------------------------------------------
-# data, model, optimizer: the run's fixed parts
+# data: the curricula, the corpus, its index and this rank's sampler
 
 
-def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
-    """-> (Run, the corpus's meta): data and this rank's sampler, the model, optimizer, schedules and precision.
-    saved: a checkpoint's settings, whose schedules a resumed run keeps (its budget may have changed)."""
+def setup_data(cfg, rank, local_rank, world_size, notes, saved):
+    """-> (this rank's sampler, val windows, random-LTD dict or None, the corpus's meta).
+    saved: a checkpoint's settings, whose schedules a resumed run keeps."""
     G = cfg.global_batch_size or cfg.batch_size * world_size
     if G % (cfg.batch_size * world_size):
-        raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = {cfg.batch_size} * "
-                         f"{world_size}; change --global_batch_size or --batch_size")
-    accum = G // (cfg.batch_size * world_size)
-    if saved:  # as checkpointed: their lengths came from the budget of the first run
+        raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = "
+                         f"{cfg.batch_size} * {world_size}; change --global_batch_size or --batch_size")
+    if saved:  # as checkpointed: their lengths came from the first run's budget
         metrics = saved["curricula"]
         layers = list(saved["model"]["ltd_layers"] or [])  # []: the model's default
-        ltd = saved["random_ltd"] and {"random_ltd_schedule": saved["random_ltd"], "random_ltd_layer_id": layers}
+        ltd = saved["random_ltd"] and {"random_ltd_schedule": saved["random_ltd"],
+                                       "random_ltd_layer_id": layers}
     else:
+        accum = G // (cfg.batch_size * world_size)
         metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes, accum)
     launch.on_each_filesystem(lambda: prepare.corpus_dir(cfg.data_dir), rank, local_rank)
     data_dir = prepare.corpus_dir(cfg.data_dir, prepare_default=False)
     train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
-    names, index_dir = [n for n in metrics if n not in SEQLEN_METRICS], cfg.index_dir or os.path.join(data_dir, "index")
+    if "fingerprint" not in meta:  # a meta.json older than fingerprints
+        meta["fingerprint"] = scan_bins(data_dir)["fingerprint"]
+    names = [n for n in metrics if n not in SEQLEN_METRICS]  # admission metrics: an index each
+    index_dir = cfg.index_dir or os.path.join(data_dir, "index")
     if names:
         notes.append(f"curriculum index in {index_dir} (--index_dir puts it elsewhere)")
-    launch.on_each_filesystem(lambda: analyzer.ensure_index(train_data.path, cfg.block_size, names, index_dir), rank,
-                              local_rank)  # an empty list of names builds nothing
+    launch.on_each_filesystem(  # an empty list of names builds nothing
+        lambda: analyzer.ensure_index(train_data.path, cfg.block_size, names, index_dir),
+        rank, local_rank)
     index = {n: analyzer.load_index(index_dir, n) for n in names}
     if cfg.domain_weights:  # AutoScale's mixtures: exact rows of each domain in every batch
         weights = domain_weights(cfg.domain_weights, meta.get("domains", []))
-        sampler = DomainSampler(train_data, G, window_domains(train_data), weights, metrics, index, cfg.seed,
-                                rank, world_size)
+        sampler = DomainSampler(train_data, G, window_domains(train_data), weights, metrics, index,
+                                cfg.seed, rank, world_size)
     else:
         sampler = CurriculumSampler(train_data, G, metrics, index, cfg.seed, rank, world_size)
+    return sampler, val_data, ltd, meta
+
+
+# -----------------------------------------------------------------------------
+# model, optimizer, schedules and precision: the run's fixed parts
+
+
+def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
+    """-> (Run, the corpus's meta). saved: a checkpoint's settings, for a resumed run."""
+    sampler, val_data, ltd, meta = setup_data(cfg, rank, local_rank, world_size, notes, saved)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
-    gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer, bias=cfg.bias,
-                      n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout,
-                      ltd_layers=tuple(ltd["random_ltd_layer_id"]) if ltd and ltd["random_ltd_layer_id"] else None)
-    raw_model, dtype, device_type = GPT(gconf).to(device), launch.resolve_dtype(cfg.dtype, device), device.split(":")[0]
-    torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's seed offset
-    ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # so do the kept tokens
-    optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2),
-                                               device_type, cfg.eps)
+    ltd_layers = tuple(ltd["random_ltd_layer_id"]) if ltd and ltd["random_ltd_layer_id"] else None
+    gconf = GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"], n_layer=cfg.n_layer,
+                      n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias,
+                      ltd_layers=ltd_layers)
+    raw_model = GPT(gconf).to(device)
+    dtype = launch.resolve_dtype(cfg.dtype, device)
+    device_type = device.split(":")[0]
+    torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's offset
+    ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # so do kept tokens
+    optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate,
+                                               (cfg.beta1, cfg.beta2), device_type, cfg.eps)
     shapes_change = bool(ltd) or sampler.seqlen_name is not None  # s or r follow a schedule
     model = compile_model(raw_model, shapes_change) if cfg.compile else raw_model
     if dist.is_initialized():  # under torchrun
         model = DDP(model, device_ids=[int(device.split(":")[1])] if device != "cpu" else None)
     ltd_sched = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
+    step_tokens = sampler.G * cfg.block_size  # a dense step
     budget = budget_tokens(cfg, sampler, ltd_sched, len(raw_model.ltd_layers))
-    lr_tokens = (G * cfg.block_size, cfg.warmup_iters * G * cfg.block_size,
-                 cfg.lr_decay_iters * G * cfg.block_size or budget)
-    if saved:
-        lr_tokens = (G * cfg.block_size, *saved["lr_schedule"][2:])
-    elif max(lr_tokens[1:]) > budget:  # the LR will not reach min_lr: say so
-        notes.append(f"the LR schedule (warmup to {lr_tokens[1]:,}, decay to {lr_tokens[2]:,.0f} effective "
-                     f"tokens) ends after this run's budget ({budget:,.0f}): its last steps stay above min_lr")
+    decay_end = cfg.lr_decay_iters * step_tokens or budget
+    lr_schedule = LRSchedule(step_tokens, cfg.warmup_iters * step_tokens, decay_end)
+    if saved:  # as checkpointed: a longer budget does not stretch the decay
+        lr_schedule = LRSchedule(step_tokens, *saved["lr_schedule"][2:])
+    elif max(lr_schedule.warmup_tokens, decay_end) > budget:  # min_lr is not reached: say so
+        notes.append(f"the LR schedule (warmup to {lr_schedule.warmup_tokens:,}, decay to "
+                     f"{decay_end:,.0f} effective tokens) ends after this run's budget "
+                     f"({budget:,.0f}): its last steps stay above min_lr")
     n_eval = min(cfg.eval_samples, len(val_data))
+    eval_ids = np.arange(n_eval) * (len(val_data) // n_eval)  # evenly spread, always the same
     scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
-    ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=getattr(torch, dtype))
-    return Run(cfg, rank, world_size, device, dtype, ctx, model, raw_model, optimizer, scaler, sampler, ltd_sched,
-               ltd_gen, val_data, np.arange(n_eval) * (len(val_data) // n_eval), lr_tokens,
-               meta.get("fingerprint") or scan_bins(data_dir)["fingerprint"]), meta
+    ctx = nullcontext()
+    if dtype != "float32":
+        ctx = torch.autocast(device_type, dtype=getattr(torch, dtype))
+    run = Run(cfg=cfg, rank=rank, world_size=world_size, device=device, dtype=dtype, ctx=ctx,
+              model=model, raw_model=raw_model, optimizer=optimizer, scaler=scaler, sampler=sampler,
+              ltd=ltd_sched, ltd_gen=ltd_gen, val_data=val_data, eval_ids=eval_ids,
+              lr_schedule=lr_schedule, corpus=meta["fingerprint"])
+    return run, meta
 
 
 # -----------------------------------------------------------------------------
 # learning rate and kept length on the effective-token clock
 
 
-def get_lr(tokens, cfg, lr_tokens):
-    """Linear warmup from one step's worth (as nanoGPT's (it+1)/(warmup+1)), cosine to min_lr at the decay end."""
-    step_tokens, warmup_tokens, decay_tokens = lr_tokens
-    if tokens < warmup_tokens:
-        return cfg.learning_rate * (tokens + step_tokens) / (warmup_tokens + step_tokens)
-    if tokens >= decay_tokens:
+def get_lr(tokens, cfg, lr_schedule):
+    """Linear warmup from one step's worth (as nanoGPT's (it+1)/(warmup+1)), cosine to min_lr at the
+    decay's end, then min_lr; tokens are effective tokens."""
+    step, warmup, decay = lr_schedule
+    if tokens < warmup:
+        return cfg.learning_rate * (tokens + step) / (warmup + step)
+    if tokens >= decay:
         return cfg.min_lr
-    coeff = 0.5 * (1.0 + math.cos(math.pi * (tokens - warmup_tokens) / (decay_tokens - warmup_tokens)))  # 1 -> 0
+    progress = (tokens - warmup) / (decay - warmup)  # 0 -> 1
+    coeff = 0.5 * (1.0 + math.cos(math.pi * progress))  # 1 -> 0
     return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
 
 
@@ -156,16 +189,16 @@ def kept_length(ltd_sched, step, s):
 
 
 def budget_tokens(cfg, sampler, ltd_sched, n_ltd):
-    """Effective tokens where the run's budget ends, and with it the cosine decay (unless --lr_decay_iters).
-
-    A step budget ends at the effective tokens the schedules will have spent by then (they are
-    pure functions of the step, so this is exact); a token budget ends at --max_tokens.
-    """
+    """Effective tokens where the run's budget ends, and with it the cosine decay (unless
+    --lr_decay_iters). A step budget ends at the effective tokens the schedules will have spent by
+    then (they are functions of the step, so this is exact); a token budget at --max_tokens."""
     ends = [cfg.max_tokens] if cfg.max_tokens else []
     if cfg.max_iters:
-        s = [sampler.seqlen(t) for t in range(cfg.max_iters)]
-        ends.append(sum(layer_tokens(sampler.rows(t), s[t], kept_length(ltd_sched, t, s[t]), cfg.n_layer, n_ltd)
-                        for t in range(cfg.max_iters)) / cfg.n_layer)
+        total = 0
+        for t in range(cfg.max_iters):
+            s = sampler.seqlen(t)
+            total += layer_tokens(sampler.rows(t), s, kept_length(ltd_sched, t, s), cfg.n_layer, n_ltd)
+        ends.append(total / cfg.n_layer)
     return min(ends)
 
 
@@ -175,13 +208,16 @@ def budget_tokens(cfg, sampler, ltd_sched, n_ltd):
 
 @torch.no_grad()
 def estimate_loss(model, val_data, eval_ids, batch_size, ctx=nullcontext()):
-    """Mean val loss over the windows eval_ids (every token, dense), shared out over the ranks; train mode restored."""
+    """Mean val loss over the windows eval_ids (every token, dense), shared out over the ranks."""
     model.eval()
     device = next(model.parameters()).device
-    rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    rank, world_size = 0, 1
+    if dist.is_initialized():
+        rank, world_size = dist.get_rank(), dist.get_world_size()
     total = torch.zeros(2, device=device)  # (sum of per-window losses, windows)
     mine = eval_ids[rank::world_size]
-    for chunk in (mine[i : i + batch_size] for i in range(0, len(mine), batch_size)):
+    for i in range(0, len(mine), batch_size):
+        chunk = mine[i : i + batch_size]
         b = torch.from_numpy(val_data.get(chunk)).to(device)
         with ctx:
             _, loss = model(b[:, :-1], b[:, 1:])
@@ -193,19 +229,24 @@ def estimate_loss(model, val_data, eval_ids, batch_size, ctx=nullcontext()):
 
 
 def train_step(run, lr, step):
-    """One optimizer step on this rank's rows of the global batch -> (mean loss on the device, global rows, s, r)."""
+    """One optimizer step on this rank's rows of the global batch -> (mean loss on the device,
+    global rows, sequence length s, kept length r)."""
     for g in run.optimizer.param_groups:
         g["lr"] = lr
     assert run.sampler.step == step, "the batch and the token clock must describe the same step"
     batch = torch.from_numpy(run.sampler.next_batch())  # (rows, s+1) at this step's curriculum
     if run.device != "cpu":
         batch = batch.pin_memory().to(run.device, non_blocking=True)
-    s, accum = batch.size(1) - 1, run.sampler.G // (run.cfg.batch_size * run.world_size)
-    r, ddp = kept_length(run.ltd, step, s), dist.is_initialized()  # under torchrun: model is DDP
-    loss_sum = torch.zeros((), device=run.device)  # subtle: no .item() per step, it would make the CPU wait for the GPU
+    s = batch.size(1) - 1
+    r = kept_length(run.ltd, step, s)  # random-LTD's r(t), at the step itself
+    accum = run.sampler.G // (run.cfg.batch_size * run.world_size)
+    ddp = dist.is_initialized()  # under torchrun: model is DDP
+    loss_sum = torch.zeros((), device=run.device)  # subtle: no .item() per step (a GPU sync)
     for k, micro in enumerate(batch.chunk(accum)):
-        ltd_idx = run.raw_model.sample_ltd_indices(micro.size(0), s, r, run.ltd_gen)  # outside torch.compile
-        with run.model.no_sync() if ddp and k < accum - 1 else nullcontext():  # all-reduce on the last only
+        # kept positions of every dropping layer, drawn outside torch.compile: (n_ltd, B, r) or None
+        ltd_idx = run.raw_model.sample_ltd_indices(micro.size(0), s, r, run.ltd_gen)
+        sync = nullcontext() if not ddp or k == accum - 1 else run.model.no_sync()  # last: all-reduce
+        with sync:
             with run.ctx:
                 _, loss = run.model(micro[:, :-1], micro[:, 1:], ltd_idx=ltd_idx)
                 loss = loss / accum
@@ -227,73 +268,69 @@ def train_step(run, lr, step):
 # the loop
 
 
+def log_line(run, state, n, loss, lr, dt, s, r):
+    """nanoGPT's log line, plus the curricula, the kept length and the saving when they are on."""
+    line = f"iter {n}: loss {loss:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms"
+    for name, d in run.sampler.difficulties(n - 1).items():  # the batch just trained: step n - 1
+        line += f", {name.removesuffix('_truncate').removesuffix('_reshape')} {d}"
+    if run.ltd:
+        line += f", keep {r or s}"
+    if run.ltd or run.sampler.schedules:
+        saving = 1 - state["layer_tokens"] / run.cfg.n_layer / (n * run.lr_schedule.step_tokens)
+        line += f", {100 * saving:.1f}% fewer effective tokens"
+    return line
+
+
 def train_loop(run, state, signals, ckpt_path):
+    """Steps until the budget ends (max_iters or max_tokens), evaluating and checkpointing every
+    eval_interval steps and at the end -> the run's losses, LRs and evaluations."""
     cfg, L, n_ltd = run.cfg, run.cfg.n_layer, len(run.raw_model.ltd_layers)
     out = {"losses": [], "lrs": [], "evals": [], "val_loss": None, "eval_time": 0.0}
     pending, start_iter, t0 = [], state["iter_num"], time.time()
     while True:
-        n, eff = state["iter_num"], state["layer_tokens"] / L
+        n, eff = state["iter_num"], state["layer_tokens"] / L  # eff: effective tokens so far
         done = (cfg.max_iters and n >= cfg.max_iters) or (cfg.max_tokens and eff >= cfg.max_tokens)
         if (n % cfg.eval_interval == 0 and n > start_iter) or done:
             t_eval = time.time()
-            out["val_loss"] = estimate_loss(run.model, run.val_data, run.eval_ids, cfg.batch_size, run.ctx)
+            out["val_loss"] = estimate_loss(run.model, run.val_data, run.eval_ids, cfg.batch_size,
+                                            run.ctx)
             out["evals"].append((eff, out["val_loss"]))
-            out["eval_time"] += time.time() - t_eval  # seconds spent evaluating: reproduce.py leaves them out
+            out["eval_time"] += time.time() - t_eval  # reproduce.py leaves them out of its clock
             print0(f"step {n}: val loss {out['val_loss']:.4f}, effective tokens {eff:,.0f}")
             if cfg.save_checkpoint and n > 0:
                 checkpoint.save(run, state, ckpt_path)
-        stop = None if done else launch.stop_requested(signals, run.device, n % cfg.log_interval == 0)
-        if stop and n > start_iter:  # subtle: a checkpoint even under --save_checkpoint=false, to go on from
+        stop = None
+        if not done:
+            stop = launch.stop_requested(signals, run.device, n % cfg.log_interval == 0)
+        if stop and n > start_iter:  # subtle: a checkpoint even without --save_checkpoint
             checkpoint.save(run, state, ckpt_path)
-            raise launch.Stopped(f"stopped by {stop} at iter {n}; checkpoint: {ckpt_path}; continue with --resume")
+            raise launch.Stopped(f"stopped by {stop} at iter {n}; checkpoint: {ckpt_path}; "
+                                 "continue with --resume")
         if done:
             break
-        lr = get_lr(eff, cfg, run.lr_tokens)
+        lr = get_lr(eff, cfg, run.lr_schedule)
         loss, rows, s, r = train_step(run, lr, n)
         state["raw_tokens"] += rows * s
-        state["layer_tokens"] += layer_tokens(rows, s, r, L, n_ltd)
+        state["layer_tokens"] += layer_tokens(rows, s, r, L, n_ltd)  # the clock
         state["iter_num"] = n = n + 1
         pending.append(loss)
         out["lrs"].append(lr)
-        if n % cfg.log_interval == 0:  # nanoGPT's line, plus the curricula, the kept length and the saving when on
-            out["losses"] += torch.stack(pending).tolist()  # one device-to-host copy per log interval
-            pending, dt, t0 = [], (time.time() - t0) / cfg.log_interval, time.time()
-            line = "".join(f", {k.removesuffix('_truncate').removesuffix('_reshape')} {v}"
-                           for k, v in run.sampler.difficulties(n - 1).items())
-            line += f", keep {r or s}" if run.ltd else ""
-            saving = 1 - state["layer_tokens"] / L / (n * run.lr_tokens[0])
-            line += f", {100 * saving:.1f}% fewer effective tokens" if run.ltd or run.sampler.schedules else ""
-            print0(f"iter {n}: loss {out['losses'][-1]:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms{line}")
+        if n % cfg.log_interval == 0:
+            out["losses"] += torch.stack(pending).tolist()  # one device-to-host copy per interval
+            dt = (time.time() - t0) / cfg.log_interval
+            pending, t0 = [], time.time()
+            print0(log_line(run, state, n, out["losses"][-1], lr, dt, s, r))
     out["losses"] += torch.stack(pending).tolist() if pending else []
     return out
 
 
-def print_summary(run, meta, notes):
-    cfg, G, tr, (step, warmup, decay) = run.cfg, run.sampler.G, run.sampler.windows, run.lr_tokens
-    print0(f"data {os.path.dirname(tr.path)}: {len(tr):,} train / {len(run.val_data):,} val windows of {cfg.block_size}"
-           f"+1 tokens, vocab {meta['vocab_size']}; model {run.raw_model.get_num_params() / 1e6:.2f}M parameters on "
-           f"{run.device} ({run.dtype}), {torch.get_num_threads()} torch threads per process")
-    print0(f"batch: {G} rows/step = {cfg.batch_size} x {G // (cfg.batch_size * run.world_size)} accum x "
-           f"{run.world_size} ranks; lr: warmup to {cfg.learning_rate:g} over {warmup:,} effective tokens ({step:,} a "
-           f"dense step), cosine to {cfg.min_lr:g} at {decay:,.0f}")
-    if cfg.domain_weights:  # the mix in effect: whole rows per domain in every global batch
-        mix = ", ".join(f"{n} {c}" for n, c in zip(meta["domains"], run.sampler.counts))
-        print0(f"domains: rows of every batch of {G}: {mix} (--domain_weights={cfg.domain_weights})")
-    for note in notes:
-        print0(f"note: {note}")
-    budget = config.budget_steps(cfg, G)
-    iters = sorted({1, budget // 4, budget // 2, 3 * budget // 4, budget} - {0})  # iteration N runs step N-1
-    for name, sched in run.sampler.schedules.items():
-        print0(f"curriculum {name} ({sched.config.get('difficulty_type')}): "
-               + ", ".join(f"iter {n}: {run.sampler.difficulties(n - 1)[name]}" for n in iters))
-    if run.ltd:
-        print0(f"random-LTD on layers {sorted(run.raw_model.ltd_layers)}: kept length " + ", ".join(
-            f"iter {n}: {kept_length(run.ltd, n - 1, run.sampler.seqlen(n - 1))}" for n in iters))
+# -----------------------------------------------------------------------------
+# a run, start to end: the process, the run directory, a resume, the loop
 
 
 def train(cfg, given=None):
-    """Train with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)], val_loss, time and
-    eval_time (seconds, all and evaluating), model, ...
+    """Train with cfg -> dict: losses and lrs per step, evals [(effective tokens, val loss)],
+    val_loss, time and eval_time (seconds, all and evaluating), model, ...
 
     With --resume the checkpoint's settings hold; given names the flags the user set (None: all of
     cfg's), which must agree with them except where the run goes, what it prints and when it stops.
@@ -307,7 +344,8 @@ def train(cfg, given=None):
             if ckpt:
                 cfg, more = checkpoint.resumed_config(ckpt["config"], cfg, given, ckpt_path)
                 notes += more
-            run, meta = setup(cfg, rank, local_rank, world_size, device, notes, ckpt and ckpt["settings"])
+            run, meta = setup(cfg, rank, local_rank, world_size, device, notes,
+                              ckpt and ckpt["settings"])
             state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0}
             if ckpt:
                 state, more = checkpoint.resume(run, ckpt, ckpt_path)
@@ -315,26 +353,16 @@ def train(cfg, given=None):
                                 f"{state['layer_tokens'] / cfg.n_layer:,.0f} effective tokens")
                 notes += more
             start = dict(state)
-            print_summary(run, meta, notes)
+            report.print_summary(run, meta, notes)
             out = train_loop(run, state, signals, ckpt_path)
     if cfg.compile:
         print0(f"torch.compile: {compile_count()} compilations")
-    return {**out, "iter_num": state["iter_num"], "raw_tokens": state["raw_tokens"], "meta": meta,
+    return {**out, "iter_num": state["iter_num"], "raw_tokens": state["raw_tokens"],
             "effective_tokens": state["layer_tokens"] / cfg.n_layer, "time": time.time() - t_start,
-            "dense_tokens": state["iter_num"] * run.lr_tokens[0], "model": run.raw_model, "cfg": cfg,
-            "start_iter": start["iter_num"], "start_raw_tokens": start["raw_tokens"],
-            "train_data": run.sampler.windows, "val_data": run.val_data}
-
-
-def sample(model, val_data, n_tokens, seed, itos=None):
-    """Text generated from the first line of the val split (the corpus's own text, not a fixed prompt);
-    bytes are decoded as UTF-8, other tokens through itos (a nanoGPT meta.pkl's id -> string)."""
-    decode = data.decode if itos is None else lambda ids: "".join(itos[i] for i in ids)
-    head = np.asarray(val_data.data[:64]).astype(np.int64)
-    newline = [k for k, t in enumerate(head) if t == data.EOT or decode([t]) == "\n"]
-    start = torch.from_numpy(head[: newline[0] + 1 if newline else 16])[None].to(next(model.parameters()).device)
-    gen = torch.Generator(device=start.device).manual_seed(seed)
-    return decode(model.eval().generate(start, n_tokens, temperature=0.8, top_k=50, generator=gen)[0].tolist())
+            "dense_tokens": state["iter_num"] * run.lr_schedule.step_tokens, "meta": meta,
+            "model": run.raw_model, "cfg": cfg, "start_iter": start["iter_num"],
+            "start_raw_tokens": start["raw_tokens"], "train_data": run.sampler.windows,
+            "val_data": run.val_data}
 
 
 def main(argv=None):
@@ -349,26 +377,8 @@ def main(argv=None):
         if line:  # under torchrun: once, from the first rank that met it
             print(line, file=sys.stderr, flush=True)
         sys.exit(1)
-    if int(os.environ.get("RANK", 0)):
-        return
-    cfg, raw, eff, dense = out["cfg"], out["raw_tokens"], out["effective_tokens"], out["dense_tokens"]
-    steps, this_raw = out["iter_num"] - out["start_iter"], raw - out["start_raw_tokens"]  # this process's
-    since = f" (iter {out['start_iter']} -> {out['iter_num']})" if out["start_iter"] else ""
-    entropy = out["meta"].get("unigram_entropy")  # counted by data.py; absent in older corpora
-    of_data = "" if entropy is None else f" (unigram entropy of the data {entropy:.4f})"
-    print(f"done: {steps} steps{since} in {out['time']:.0f}s, val loss {out['val_loss']:.4f}{of_data}; "
-          f"{this_raw / out['time']:,.0f} tok/s")
-    line = f"tokens: {raw:,} raw"  # then what each technique that ran saved
-    line += f" ({100 * (1 - raw / dense):.1f}% fewer than dense: seqlen curriculum)" if raw < dense else ""
-    line += f", {eff:,.0f} effective" + (f" ({100 * (1 - eff / raw):.1f}% fewer than raw: random-LTD)"
-                                          if eff < raw else "")
-    print(line + ("" if eff < dense else " (dense: every token through every layer)"))
-    meta = out["meta"]
-    if cfg.sample_tokens and (meta.get("tokenizer") == "bytes" or "itos" in meta):
-        print("sample:\n" + sample(out["model"], out["val_data"], cfg.sample_tokens, cfg.seed, meta.get("itos")))
-    elif cfg.sample_tokens:
-        print(f"no sample: the tokens of {os.path.dirname(out['val_data'].path)} have no decoder here (a nanoGPT "
-              "meta.pkl with itos gives one)")
+    if int(os.environ.get("RANK", 0)) == 0:
+        report.print_end(out)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ def settings(run):
     return {"corpus": run.corpus, "model": asdict(run.raw_model.config), "seed": cfg.seed, "global_batch_size": s.G,
             "curricula": {n: c.config for n, c in s.schedules.items()}, "random_ltd": run.ltd and run.ltd.config,
             "random_ltd_layers": sorted(run.raw_model.ltd_layers),
-            "domain_weights": cfg.domain_weights, "lr_schedule": [cfg.learning_rate, cfg.min_lr, *run.lr_tokens[1:]],
+            "domain_weights": cfg.domain_weights, "lr_schedule": [cfg.learning_rate, cfg.min_lr, *run.lr_schedule[1:]],
             "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
 
 
