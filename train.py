@@ -44,12 +44,13 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import analyzer
 import data
 from autoscale.domains import DomainSampler, domain_weights, window_domains
-from model import GPT, GPTConfig, compile_count, compile_model
+from model import GPT, GPTConfig
 from random_ltd import layer_tokens
 from sampler import SEQLEN_METRICS, CurriculumSampler
 from scheduler import RandomLTDScheduler
 from support import checkpoint, launch, prepare, report
 from support.bins import scan_bins
+from support.compiling import compile_count, compile_model
 from support.launch import print0
 
 # where the LR warmup ends and the cosine decay ends, and one dense step: in effective tokens

@@ -33,7 +33,8 @@ import analyzer
 import data
 from support import cli, prepare
 from support.launch import resolve_device
-from model import GPT, GPTConfig, compile_model
+from model import GPT, GPTConfig
+from support.compiling import compile_model
 from sampler import CurriculumSampler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from model import compile_count, compile_model
+from support.compiling import compile_count, compile_model
 from test_random_ltd import assert_matches_reference, batch, grads, tiny
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

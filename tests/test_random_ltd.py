@@ -5,7 +5,8 @@ import torch
 from torch._dynamo.utils import counters
 
 import random_ltd
-from model import GPT, GPTConfig, compile_count, compile_model
+from model import GPT, GPTConfig
+from support.compiling import compile_count, compile_model
 from random_ltd import GatherRows, flat_rows, gather_tokens, layer_tokens, sample_kept_indices, scatter_tokens
 
 

@@ -17,7 +17,7 @@ import data
 import model
 import sampler
 import train
-from support import bins, prepare
+from support import bins, compiling, prepare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_embd=32", "--eval_samples=8",
@@ -556,7 +556,7 @@ def test_compile_with_curricula_and_ltd_compiles_a_bounded_number_of_graphs(corp
     torch._dynamo.reset()
     counters.clear()
     monkeypatch.setattr(train, "compile_model",
-                        lambda m, shapes_change: model.compile_model(m, shapes_change, backend="eager"))
+                        lambda m, shapes_change: compiling.compile_model(m, shapes_change, backend="eager"))
     args = ["--max_iters=8", "--eval_interval=3", "--save_checkpoint=false", *CL, *LTD]
     compiled = train.train(cfg_for(corpus, tmp_path / "c", "--compile", *args))
     assert "torch.compile: 3 compilations" in capsys.readouterr().out
