@@ -2,12 +2,12 @@
 The options of a training run: one dataclass, its command line, the checks of every value, and the
 curricula and random-LTD it asks for.
 
-Every option is a TrainConfig field with its --help beside it; `parse` makes any such dataclass a
-command line (`--key=value`, typed as declared, `--help`, unknown keys rejected, as nanochat; no exec
+Every option is a TrainConfig field with its --help beside it; support/cli.py makes it a command
+line (`--key=value`, typed as declared, `--help`, unknown keys rejected, as nanochat; no exec
 configurator as in nanoGPT). The cl_*, seqlen* and ltd_* flags become the same dicts as a pasted
-DeepSpeed data_efficiency section (ds_config.py reads that):
+DeepSpeed data_efficiency section (support/ds_config.py reads that):
 
-    metrics = {name: one DeepSpeed curriculum_metrics entry}   # min/max_difficulty, schedule_type, ...
+    metrics = {name: one DeepSpeed curriculum_metrics entry}  # min/max_difficulty, schedule_type
     ltd     = {"random_ltd_schedule": {...}, "random_ltd_layer_id": [...]} or None
 
 But:
@@ -18,82 +18,85 @@ But:
 import re
 from dataclasses import dataclass, fields, replace
 
+from sampler import SEQLEN_METRICS
 from support import ds_config
 from support.cli import given, opt, parse
-from sampler import SEQLEN_METRICS
 
 
 @dataclass
 class TrainConfig:
     # I/O
-    out_dir: str = opt("out", "checkpoints (ckpt.pt) and the run's lock file go here")
-    data_dir: str = opt("", 'train.bin/val.bin/meta.json; "" = the standard-library corpus, prepared on first use')
+    out_dir: str = opt("out", "checkpoints (ckpt.pt) and the run's lock go here")
+    data_dir: str = opt("", 'train.bin/val.bin/meta.json; "" = the standard library, prepared once')
     index_dir: str = opt("", 'the curriculum index (analyzer.py); "" = <data_dir>/index')
-    vocab_size: int = opt(0, "only for a nanoGPT data_dir without meta.json (e.g. 50257 for GPT-2 BPE)", 0)
-    resume: bool = opt(False, "continue from out_dir/ckpt.pt")
-    overwrite: bool = opt(False, "start afresh even if out_dir already holds a checkpoint (it is replaced)")
-    eval_interval: int = opt(250, "evaluate (and checkpoint) every this many steps, and at the end", 1)
-    eval_samples: int = opt(200, "validation windows per evaluation: one fixed set for any batch or world size", 1)
+    vocab_size: int = opt(0, "for a nanoGPT data_dir with neither meta.json nor meta.pkl", 0)
+    resume: bool = opt(False, "continue from out_dir/ckpt.pt, with its settings")
+    overwrite: bool = opt(False, "start afresh even if out_dir holds a checkpoint (it is replaced)")
+    eval_interval: int = opt(250, "evaluate (and checkpoint) every this many steps, and last", 1)
+    eval_samples: int = opt(200, "val windows per evaluation (one set for any batch, any ranks)", 1)
     log_interval: int = opt(50, "one log line every this many steps", 1)
     save_checkpoint: bool = opt(True, "write out_dir/ckpt.pt at each evaluation")
     sample_tokens: int = opt(200, "tokens generated from the model at the end (0 = none)", 0)
-    seed: int = opt(1337, "seeds the sampler, the model init, dropout and random-LTD (offset by rank)")
+    seed: int = opt(1337, "seeds the sampler, model init, dropout and random-LTD (offset by rank)")
     # data and batch
     block_size: int = opt(128, "T, tokens per sample window", 1)
     batch_size: int = opt(16, "micro-batch rows per rank per forward", 1)
-    global_batch_size: int = opt(0, "rows per optimizer step over all ranks; 0 = batch_size * world_size", 0)
-    domain_weights: str = opt("", 'share of each domain in every batch, e.g. "code=0.5,tests=0.2,prose=0.3"')
+    global_batch_size: int = opt(0, "rows per optimizer step, all ranks; 0 = batch_size * ranks", 0)
+    domain_weights: str = opt("", 'share of each domain in every batch, e.g. "code=0.5,prose=0.5"')
     # model
     n_layer: int = opt(4, "transformer blocks", 1)
     n_head: int = opt(4, "attention heads per block (must divide n_embd)", 1)
     n_embd: int = opt(128, "width of the residual stream", 1)
     dropout: float = opt(0.0, "dropout probability in [0, 1) (0 for pretraining, as nanoGPT)", 0)
     bias: bool = opt(False, "bias in Linear and LayerNorm layers (GPT-2 had them)")
-    # optimizer and schedule (warmup/decay in effective tokens, given in steps of a dense model)
+    # optimizer and schedule (warmup and decay run on effective tokens, given in dense steps)
     learning_rate: float = opt(2e-3, "peak LR", 1e-12)
     min_lr: float = opt(2e-4, "LR at the end of cosine decay", 0)
     max_iters: int = opt(1500, "stop after this many optimizer steps (0 = no step limit)", 0)
     max_tokens: int = opt(0, "stop once effective tokens reach this (0 = no token limit)", 0)
-    warmup_iters: int = opt(50, "warmup length, in dense steps (global_batch_size * block_size tokens each)", 0)
+    warmup_iters: int = opt(50, "warmup, in dense steps (global_batch_size * T tokens)", 0)
     lr_decay_iters: int = opt(0, "decay length in dense steps; 0 = until the run's budget ends", 0)
-    weight_decay: float = opt(0.1, "AdamW weight decay on matrices (not on biases and LayerNorm gains)", 0)
+    weight_decay: float = opt(0.1, "AdamW weight decay on matrices (not biases, gains)", 0)
     beta1: float = opt(0.9, "AdamW beta1")
     beta2: float = opt(0.99, "AdamW beta2")
     eps: float = opt(1e-8, "AdamW epsilon", 1e-30)
     grad_clip: float = opt(1.0, "clip gradient norm at this value (0 = off)", 0)
     # system
-    device: str = opt("auto", "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu, cuda or cuda:N")
-    dtype: str = opt("auto", "auto (bfloat16 on GPUs that have it, else float16; float32 on CPU), float32, "
-                     "bfloat16 or float16", choices=("auto", "float32", "bfloat16", "float16"))
+    device: str = opt("auto", "auto (cuda:LOCAL_RANK with a GPU, else cpu), cpu, cuda or cuda:N")
+    dtype: str = opt("auto", "auto (bfloat16 on GPUs that have it, else float16; float32 on CPU)",
+                     choices=("auto", "float32", "bfloat16", "float16"))
     compile: bool = opt(False, "torch.compile the model")
-    threads: int = opt(0, "torch CPU threads per process; 0 = torch's default (on a busy machine 1 can be faster)", 0)
+    threads: int = opt(0, "torch CPU threads a process; 0 = torch's (1 on a busy machine)", 0)
     # curriculum learning (or set them from a DeepSpeed file with --config)
-    config: str = opt("", "DeepSpeed JSON whose data_efficiency section sets curriculum and random-LTD")
+    config: str = opt("", "a DeepSpeed JSON: its data_efficiency section and its training keys")
     cl_metric: str = opt("", 'difficulty metric of the analyzer, e.g. vocab_rarity ("" = none)')
-    cl_difficulty_type: str = opt("percentile", "percentile (the easiest d of cl_max) or value (metric <= d)",
-                                  choices=("percentile", "value"))
+    cl_difficulty_type: str = opt("percentile", "percentile (the easiest d of cl_max) or value "
+                                  "(metric <= d)", choices=("percentile", "value"))
     cl_min: float = opt(1.0, "min_difficulty (a percentile, or a metric value)")
     cl_max: float = opt(100.0, "max_difficulty")
-    cl_schedule: str = opt("fixed_root", "schedule_type", choices=("fixed_linear", "fixed_root", "fixed_discrete"))
-    cl_total_step: int = opt(0, "total_curriculum_step; 0 = 40% of the run's budget in dense steps", 0)
+    cl_schedule: str = opt("fixed_root", "schedule_type",
+                           choices=("fixed_linear", "fixed_root", "fixed_discrete"))
+    cl_total_step: int = opt(0, "total_curriculum_step; 0 = 40% of the budget in dense steps", 0)
     cl_difficulty_step: int = opt(1, "difficulty_step", 1)
     cl_root_degree: int = opt(2, "root_degree of fixed_root", 1)
     cl_discrete_difficulty: str = opt("", 'fixed_discrete difficulties, e.g. "10,50,100"')
-    cl_discrete_max_step: str = opt("", 'fixed_discrete last step of each difficulty but the last, e.g. "100,300"')
-    seqlen: str = opt("", 'length curriculum: truncate, reshape or "" (off)', choices=("", "truncate", "reshape"))
+    cl_discrete_max_step: str = opt("", 'fixed_discrete last step of each but the last: "100,300"')
+    seqlen: str = opt("", 'length curriculum: truncate, reshape or "" (off)',
+                      choices=("", "truncate", "reshape"))
     seqlen_min: int = opt(16, "first sequence length")
-    seqlen_total_step: int = opt(0, "steps to reach block_size; 0 = 40% of the run's budget in dense steps", 0)
+    seqlen_total_step: int = opt(0, "steps to reach block_size; 0 = 40% of the dense budget", 0)
     seqlen_step: int = opt(8, "difficulty_step of the length", 1)
     # random-LTD
     random_ltd: bool = opt(False, "drop tokens in the middle layers")
     ltd_min: int = opt(0, "first kept length (min_value); 0 = block_size // 4", 0)
-    ltd_require_steps: int = opt(0, "steps until every token is kept (require_steps); 0 = 60% of the budget", 0)
+    ltd_require_steps: int = opt(0, "steps until every token is kept; 0 = 60% of the budget", 0)
     ltd_seq_per_step: int = opt(8, "kept length grows in multiples of this (seq_per_step)", 1)
     ltd_layers: str = opt("", 'comma-separated dropping layers; "" = 1 .. n_layer-2')
 
 
-USAGE = """  python train.py                                          # a small GPT on the standard library, CPU minutes
-  python train.py --config examples/ds_config_cl_ltd.json  # a DeepSpeed data_efficiency section, unchanged
+USAGE = """  python train.py                                          # a small GPT, CPU minutes
+  python train.py --config examples/ds_config_cl_ltd.json  # a DeepSpeed config, unchanged
+  python train.py --resume --out_dir=out                   # go on, with the checkpoint's settings
   torchrun --standalone --nproc_per_node=N train.py [--key=value ...]
 
 --max_iters=0 --max_tokens=N runs on a token budget; the two cannot both be 0."""
@@ -114,21 +117,27 @@ def parse_args(argv):
 
 
 def int_list(name, text):
+    """'1,2' -> [1, 2]; one line naming the flag otherwise."""
     try:
         return [int(x) for x in text.split(",")] if text else []
     except ValueError:
-        raise ValueError(f"--{name}={text} must be comma-separated integers, e.g. --{name}=1,2") from None
+        raise ValueError(f"--{name}={text} must be comma-separated integers, "
+                         f"e.g. --{name}=1,2") from None
 
 
 def check(cfg):
     """One line per bad value, naming the flag and the fix."""
     for f in fields(cfg):
-        low = f.metadata["low"]
-        if low is not None and getattr(cfg, f.name) < low:
-            raise ValueError(f"--{f.name}={getattr(cfg, f.name)} must " + ("be at least 1" if low == 1 else
-                             "be positive" if low < 1e-6 and low else "not be negative"))
+        low, value = f.metadata["low"], getattr(cfg, f.name)
+        if low is None or value >= low:
+            continue
+        if low == 1:
+            raise ValueError(f"--{f.name}={value} must be at least 1")
+        what = "be positive" if low else "not be negative"
+        raise ValueError(f"--{f.name}={value} must {what}")
     if cfg.max_iters == 0 and cfg.max_tokens == 0:
-        raise ValueError("--max_iters=0 and --max_tokens=0 would train without end; set one of them")
+        raise ValueError("--max_iters=0 and --max_tokens=0 would train without end; "
+                         "set one of them")
     if cfg.n_embd % cfg.n_head:
         raise ValueError(f"--n_head={cfg.n_head} does not divide --n_embd={cfg.n_embd}; "
                          "pick n_embd a multiple of n_head")

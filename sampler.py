@@ -1,13 +1,14 @@
 """
-Curriculum sampler: which samples form each global batch, each rank's slice of it, and the batch itself.
+Curriculum sampler: which samples form each global batch, each rank's slice of it, the batch.
 
-Mirrors DeepSpeed Data Efficiency's data sampler (arXiv 2212.03597; deepspeed/runtime/data_pipeline/
-data_sampling/data_sampler.py, DeepSpeedDataSampler) and Megatron-DeepSpeed's seqlen post-processing.
+Mirrors DeepSpeed Data Efficiency's data sampler (arXiv 2212.03597; deepspeed/runtime/
+data_pipeline/data_sampling/data_sampler.py, DeepSpeedDataSampler) and Megatron-DeepSpeed's seqlen
+post-processing.
 The batch of step t uses the difficulty d = d(t + 1) of each metric, which admits a prefix of the
 metric's sorted index (analyzer.py) of N samples:
 
-    value d:       index_to_sample[: searchsorted(index_to_metric, d, 'right')]   (metric <= d)
-    percentile d:  index_to_sample[: (N // max_difficulty) * d], all N at d = max  (DeepSpeed's rounding)
+    value d:       index_to_sample[: searchsorted(index_to_metric, d, 'right')]  (metric <= d)
+    percentile d:  index_to_sample[: (N // max_difficulty) * d], all N at d = max  (as DeepSpeed)
 
 The pool is the intersection over metrics. A pass is a bag of the admitted ids not yet drawn in it;
 a batch draws its G ids uniformly from the bag (= reading a shuffled pass in order), an empty bag is
@@ -37,13 +38,14 @@ from scheduler import CurriculumScheduler
 SEQLEN_METRICS = ("seqlen_truncate", "seqlen_reshape")  # batch transforms, not admission metrics
 
 # one admission metric: its entry's type and max, and its sorted index from analyzer.py
-Curriculum = namedtuple("Curriculum", "name difficulty_type max_difficulty index_to_sample index_to_metric")
+Curriculum = namedtuple("Curriculum",
+                        "name difficulty_type max_difficulty index_to_sample index_to_metric")
 
 
 def admitted_prefix(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
     """How many of the sorted samples one metric admits at difficulty d.
 
-    metric=[5,1,3] -> index_to_sample=[1,2,0], index_to_metric=[1,3,5]: value d=3 -> 2 (samples 1, 2).
+    metric=[5,1,3] -> index_to_sample=[1,2,0], index_to_metric=[1,3,5]: value d=3 -> 2 (ids 1, 2).
     N=537, max 50, percentile d=10 -> (537 // 50) * 10 = 100, and all 537 at d=50.
     """
     if difficulty_type == "value":
@@ -63,7 +65,7 @@ class Bag:
     def __init__(self, members):
         self.members = members
         self.ids = np.zeros(len(members), dtype=np.int64)  # ids[:n] = not yet drawn in this pass
-        self.n = 0  # subtle: the bag is a subset of its members, so len(members) slots always suffice
+        self.n = 0  # subtle: a subset of its members, so len(members) slots always suffice
 
     def add(self, ids):
         """Newly admitted ids join the current pass."""
@@ -86,7 +88,7 @@ class Bag:
         out = self.ids[pick]
         tail = np.ones(n, dtype=bool)  # which of the last n slots hold ids that stay in the bag
         tail[pick[pick >= m - n] - (m - n)] = False
-        self.ids[pick[pick < m - n]] = self.ids[m - n : m][tail]  # fill the holes, then shrink: O(n)
+        self.ids[pick[pick < m - n]] = self.ids[m - n : m][tail]  # fill the holes, shrink: O(n)
         self.n = m - n
         return out
 
@@ -103,7 +105,8 @@ class Bag:
 
 
 class CurriculumSampler:
-    """This rank's batches of token windows: admission by the curriculum metrics, then the seqlen curriculum.
+    """This rank's batches of token windows: admission by the curriculum metrics, then the seqlen
+    curriculum.
 
     windows: data.SampleWindows (len, block_size T, get(ids) -> (B, T+1));
     metrics: {name: DeepSpeed curriculum_metrics entry} (config.py checked them; seqlen_* included);
@@ -112,7 +115,7 @@ class CurriculumSampler:
 
     def __init__(self, windows, global_batch_size, metrics=None, index=None, seed=0, rank=0,
                  world_size=1):
-        assert global_batch_size % world_size == 0, "every rank takes an equal slice of the global batch"
+        assert global_batch_size % world_size == 0, "every rank takes an equal slice of a batch"
         metrics = metrics or {}
         self.windows, self.N, self.T = windows, len(windows), windows.block_size
         self.G, self.rank, self.world_size = global_batch_size, rank, world_size
@@ -125,21 +128,22 @@ class CurriculumSampler:
         self.step = 0  # optimizer steps drawn so far
         self.pool_difficulties = None  # the difficulties the current pool was admitted at
         self.mask = np.zeros(self.N, dtype=bool)  # (N,) admitted samples
-        self.bags = [Bag(np.arange(self.N))]  # the current pass (autoscale/domains.py: one per domain)
+        self.bags = [Bag(np.arange(self.N))]  # the pass (autoscale/domains.py: one per domain)
 
     def difficulties(self, step=None):
         """{name: d} used for the batch drawn at `step` (default: the next one), seqlen included.
 
-        subtle: three step conventions meet here, as in DeepSpeed: its sampler counts the step before it
-        asks the scheduler, so the batch of optimizer step t (counted from 0) uses d(t + 1), while
-        random-LTD's kept length uses r(t); a log line after step t shows difficulties(t).
+        subtle: three step conventions meet here, as in DeepSpeed: its sampler counts the step
+        before it asks the scheduler, so the batch of optimizer step t (counted from 0) uses
+        d(t + 1), while random-LTD's kept length uses r(t); a log line after step t shows
+        difficulties(t).
         """
         step = self.step if step is None else step
         return {name: s.get_difficulty(step + 1) for name, s in self.schedules.items()}
 
     def seqlen(self, step=None):
-        """Sequence length s of the batch drawn at `step` (default: the next one); T without a seqlen
-        curriculum."""
+        """Sequence length s of the batch drawn at `step` (default: the next one); T without a
+        seqlen curriculum."""
         if self.seqlen_name is None:
             return self.T
         return int(self.difficulties(step)[self.seqlen_name])
@@ -188,7 +192,8 @@ class CurriculumSampler:
                              f"{c.index_to_metric[-1]:.6g} on this data"
                              for c in self.curricula if c.difficulty_type == "value")
             fix = "set the difficulties within it" if ranges else "raise min_difficulty"
-            raise ValueError(f"the curriculum admits no samples at step {self.step} ({d}){ranges}; {fix}")
+            raise ValueError(f"the curriculum admits no samples at step {self.step} ({d}){ranges}; "
+                             f"{fix}")
 
     def _join(self, added):
         """Newly admitted ids join the current pass (autoscale/domains.py: their domain's)."""
@@ -206,9 +211,10 @@ class CurriculumSampler:
         return ids
 
     def next_batch(self):
-        """int64 (rows, s+1): this rank's contiguous slice of the next global batch, cut to this step's
-        length."""
-        s, k = self.seqlen(), self.G // self.world_size  # subtle: s before global_ids advances the step
+        """int64 (rows, s+1): this rank's contiguous slice of the next global batch, cut to this
+        step's length."""
+        s = self.seqlen()  # subtle: before global_ids advances the step
+        k = self.G // self.world_size
         mine = self.global_ids()[self.rank * k : (self.rank + 1) * k]
         batch = self.windows.get(mine)  # (G / world_size, T+1)
         if self.seqlen_name == "seqlen_truncate":
@@ -239,7 +245,7 @@ class CurriculumSampler:
 
     def load_state_dict(self, state):
         assert len(state["bags"]) == len(self.bags), "a resume keeps the run's domain weights"
-        self.step = state["step"]  # subtle: no seed: the generator's state below is what draws follow
+        self.step = state["step"]  # subtle: no seed: the draws follow the generator's state below
         d = state["pool_difficulties"]
         self.pool_difficulties = None if d is None else tuple(d)
         self.mask = np.zeros(self.N, dtype=bool) if d is None else self._pool_mask(d)
