@@ -44,7 +44,8 @@ from support.prepare import corpus_dir
 
 
 def unigram_neg_log_p(counts):
-    """-ln p(u) per token id, p(u) = count(u) / total, zero counts set to 1: counts=[3,1] -> [0.288, 1.386]"""
+    """-ln p(u) per token id, p(u) = count(u) / total, zero counts set to 1:
+    counts=[3,1] -> [0.288, 1.386]"""
     counts = np.maximum(counts, 1).astype(np.float64)  # zero counts set to 1
     return -np.log(counts / counts.sum())  # (V,)
 
@@ -86,18 +87,21 @@ def unigram_counts(bin_path, num_workers=1, chunk=1 << 24, verbose=False):
         for c in parallel_map(count_range, jobs, num_workers):
             counts += c
             bar.update(int(c.sum()))
-    meta = os.path.join(os.path.dirname(bin_path), "meta.json")  # data.py checked its ids against it
+    # data.py checked its ids against it
+    meta = os.path.join(os.path.dirname(bin_path), "meta.json")
     V = int(counts.nonzero()[0].max(initial=0)) + 1
     if os.path.exists(meta):
         with open(meta) as f:
             V = max(V, json.load(f)["vocab_size"])
-    return counts[:V]  # subtle: the vocabulary, not 65536 ids, is what zero counts are set to 1 over
+    # subtle: the vocabulary, not 65536 ids, is what zero counts are set to 1 over
+    return counts[:V]
 
 
 def score_range(job):
     """(start, {metric: values of samples start..stop-1}), reading ~128K tokens at a time."""
     bin_path, block_size, names, neg_log_p, start, stop = job
-    windows, out = data.SampleWindows(bin_path, block_size), {n: [] for n in names}
+    windows = data.SampleWindows(bin_path, block_size)
+    out = {n: [] for n in names}
     step = max(1, (1 << 17) // (block_size + 1))  # the read stays in cache
     for s in range(start, stop, step):
         samples = windows.get_range(s, min(s + step, stop))  # (B, T+1) int64, one contiguous read
@@ -117,13 +121,15 @@ def sort_index(sample_to_metric):
 
 
 def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=True, shard=None):
-    """Score every sample of bin_path with each metric, sort, and save the three arrays per metric."""
+    """Score every sample of bin_path with each metric, sort, and save the three arrays per
+    metric."""
     N = len(data.SampleWindows(bin_path, block_size))
     shard = shard or max(1, (1 << 23) // (block_size + 1))  # ~8M tokens a job
     counts = unigram_counts(bin_path, num_workers, verbose=verbose)  # pass 1
     neg_log_p = unigram_neg_log_p(counts)  # (V,)
     values = {n: np.empty(N) for n in names}  # (N,) float64 each
-    jobs = [(bin_path, block_size, names, neg_log_p, s, min(s + shard, N)) for s in range(0, N, shard)]
+    jobs = [(bin_path, block_size, names, neg_log_p, s, min(s + shard, N))
+            for s in range(0, N, shard)]
     with tqdm(total=N, desc=f"analyzing {','.join(names)}", unit="sample",
               disable=None if verbose else True) as bar:
         for start, got in parallel_map(score_range, jobs, num_workers):  # pass 2
@@ -174,7 +180,8 @@ def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbo
 
 @dataclass
 class AnalyzeConfig:
-    data_dir: str = opt("", 'holds train.bin ("" = the standard library corpus, prepared on first use)')
+    data_dir: str = opt("", 'holds train.bin ("" = the standard library corpus, '
+                            'prepared on first use)')
     block_size: int = opt(128, "T: samples are windows of T+1 tokens")
     metrics: str = opt("vocab_rarity", f"comma-separated, from: {', '.join(METRICS)}")
     index_dir: str = opt("", '"" = <data_dir>/index')
@@ -186,11 +193,13 @@ def main(argv=None):
         argv = sys.argv[1:] if argv is None else argv
         a = parse(AnalyzeConfig, argv, "analyzer.py", __doc__.split("\n")[1])
         data_dir = corpus_dir(a.data_dir)
-        index_dir, names = a.index_dir or os.path.join(data_dir, "index"), a.metrics.split(",")
+        index_dir = a.index_dir or os.path.join(data_dir, "index")
+        names = a.metrics.split(",")
         built = ensure_index(os.path.join(data_dir, "train.bin"), a.block_size, names, index_dir,
                              a.num_workers or None)
         for n in names:
-            print(f"index {os.path.join(index_dir, n)}: {len(built[n]['index_to_sample']):,} samples "
+            n_samples = len(built[n]["index_to_sample"])
+            print(f"index {os.path.join(index_dir, n)}: {n_samples:,} samples "
                   f"of {a.block_size}+1 tokens, up to date")
     except (ValueError, OSError) as e:
         sys.exit(f"error: {e}")

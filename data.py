@@ -9,8 +9,8 @@ analyzer and sampler: sample i is
 
 so windows share one boundary token and N = (n_tokens - 1) // T.
 
-    python data.py                                 # the default corpus (support/prepare.py writes it)
-    python data.py MY_TEXT --out_dir=data/mytext    # your own text, then --data_dir=data/mytext
+    python data.py  # the default corpus (support/prepare.py writes it)
+    python data.py MY_TEXT --out_dir=data/mytext  # your own text, then --data_dir=data/mytext
 
 But:
 - the tokenizer is plain bytes (ids 0..255) plus one end-of-document id, so any text works with
@@ -41,7 +41,8 @@ def encode(text):
 def decode(ids):
     """ids -> str; EOT becomes a newline, invalid UTF-8 becomes U+FFFD."""
     ids = np.asarray(ids).ravel()
-    return bytes(np.where(ids == EOT, ord("\n"), ids).astype(np.uint8)).decode("utf-8", errors="replace")
+    b = np.where(ids == EOT, ord("\n"), ids).astype(np.uint8)
+    return bytes(b).decode("utf-8", errors="replace")
 
 
 # -----------------------------------------------------------------------------
@@ -49,31 +50,37 @@ def decode(ids):
 
 
 def load_meta(data_dir, vocab_size=None):
-    """meta.json of data_dir, checked: both token files hold its counts, its largest id is below vocab_size (if
-    given) and its own. A nanoGPT directory (no meta.json) is read whole for its largest id (nanogpt_meta)."""
+    """meta.json of data_dir, checked: both token files hold its counts, its largest id is below
+    vocab_size (if given) and its own. A nanoGPT directory (no meta.json) is read whole for its
+    largest id (nanogpt_meta)."""
     if not os.path.isdir(data_dir):
         what = "is not a directory" if os.path.exists(data_dir) else "does not exist"
-        raise ValueError(f"--data_dir={data_dir} {what}; prepare your text with python data.py FILES "
-                         "--out_dir=data/NAME, then pass --data_dir=data/NAME")
+        raise ValueError(f"--data_dir={data_dir} {what}; prepare your text with python data.py "
+                         "FILES --out_dir=data/NAME, then pass --data_dir=data/NAME")
     path = os.path.join(data_dir, "meta.json")
     if not os.path.exists(os.path.join(data_dir, "train.bin")):
-        raise ValueError(f"{data_dir} holds no train.bin: it is not a prepared corpus; prepare it with python "
-                         f"data.py {data_dir} --out_dir=data/NAME, then pass --data_dir=data/NAME")
+        raise ValueError(f"{data_dir} holds no train.bin: it is not a prepared corpus; "
+                         f"prepare it with python data.py {data_dir} --out_dir=data/NAME, "
+                         "then pass --data_dir=data/NAME")
     if not os.path.exists(path):
         return nanogpt_meta(data_dir, vocab_size)  # counts and ids checked as it is read
     try:
         meta = json.load(open(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not valid JSON ({e}); prepare the corpus again (python data.py)") from None
+        raise ValueError(f"{path} is not valid JSON ({e}); "
+                         "prepare the corpus again (python data.py)") from None
     for split in ("train", "val"):
         n = _n_tokens(os.path.join(data_dir, f"{split}.bin"))
         if meta.get(f"{split}_tokens", n) != n:
-            raise ValueError(f"{os.path.join(data_dir, split + '.bin')} holds {n:,} tokens but {path} records "
-                             f"{meta[split + '_tokens']:,}: the files changed after it; prepare the corpus again")
-    top, V = meta.get("max_token_id"), min(v for v in (meta["vocab_size"], vocab_size) if v)
+            raise ValueError(f"{os.path.join(data_dir, split + '.bin')} holds {n:,} tokens "
+                             f"but {path} records {meta[split + '_tokens']:,}: "
+                             "the files changed after it; prepare the corpus again")
+    top = meta.get("max_token_id")
+    V = min(v for v in (meta["vocab_size"], vocab_size) if v)
     if top is not None and top >= V:
-        raise ValueError(f"{data_dir} holds token id {top} (meta.json max_token_id), not below the vocabulary size "
-                         f"{V}; pass the tokenizer's vocabulary size (at least --vocab_size={top + 1})")
+        raise ValueError(f"{data_dir} holds token id {top} (meta.json max_token_id), "
+                         f"not below the vocabulary size {V}; pass the tokenizer's vocabulary "
+                         f"size (at least --vocab_size={top + 1})")
     return meta
 
 
@@ -83,7 +90,8 @@ class SampleWindows:
 
     def __init__(self, path, block_size):
         n = _n_tokens(path)  # one line for a missing, empty or odd-length file
-        self.path, self.block_size = path, block_size
+        self.path = path
+        self.block_size = block_size
         if n < block_size + 1:
             raise ValueError(f"{path} has {n} tokens, fewer than block_size+1 = {block_size + 1}; "
                              f"use a smaller --block_size or more text")
@@ -102,13 +110,15 @@ class SampleWindows:
         """Samples start..stop-1 as one contiguous read: (stop-start, T+1) int64."""
         T = self.block_size
         flat = self.data[start * T : stop * T + 1]  # uint16 view of the memmap, no copy yet
-        return np.lib.stride_tricks.sliding_window_view(flat, T + 1)[::T].astype(np.int64)  # one contiguous copy
+        windows = np.lib.stride_tricks.sliding_window_view(flat, T + 1)[::T]  # still a view
+        return windows.astype(np.int64)  # one contiguous copy
 
 
 def load_splits(data_dir, block_size, vocab_size=None):
     """-> (train windows, val windows, meta) of a prepared data_dir, checked (see load_meta)."""
     meta = load_meta(data_dir, vocab_size)  # checks the largest token id against the vocabulary
-    train, val = (SampleWindows(os.path.join(data_dir, f"{split}.bin"), block_size) for split in ("train", "val"))
+    train = SampleWindows(os.path.join(data_dir, "train.bin"), block_size)
+    val = SampleWindows(os.path.join(data_dir, "val.bin"), block_size)
     return train, val, meta
 
 

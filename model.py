@@ -1,5 +1,6 @@
 """
-A GPT language model in the style of nanoGPT, with an optional random-LTD path in its middle layers.
+A GPT language model in the style of nanoGPT, with an optional random-LTD path in its middle
+layers.
 
 Follows GPT-2 (Radford et al. 2019) as karpathy/nanoGPT writes it: learned absolute position
 embeddings, pre-LayerNorm blocks, causal self-attention through F.scaled_dot_product_attention,
@@ -46,15 +47,19 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, config):
         super().__init__()
         assert config.n_embd % config.n_head == 0, "n_embd must be divisible by n_head"
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v at once
+        # q, k, v at once
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
-        self.n_head, self.dropout = config.n_head, config.dropout
+        self.n_head = config.n_head
+        self.dropout = config.dropout
 
     def forward(self, x):
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
@@ -91,9 +96,15 @@ class GPT(nn.Module):
         super().__init__()
         assert config.vocab_size is not None and config.block_size is not None
         self.config = config
-        layers = range(1, config.n_layer - 1) if config.ltd_layers is None else config.ltd_layers  # first, last: all
-        assert all(0 <= i < config.n_layer for i in layers), f"ltd_layers {layers} outside 0..{config.n_layer - 1}"
-        self.ltd_layers = frozenset(layers)  # subtle: resolved here, never written back into the caller's config
+        if config.ltd_layers is None:
+            layers = range(1, config.n_layer - 1)  # first, last: all
+        else:
+            layers = config.ltd_layers
+        assert all(0 <= i < config.n_layer for i in layers), (
+            f"ltd_layers {layers} outside 0..{config.n_layer - 1}"
+        )
+        # subtle: resolved here, never written back into the caller's config
+        self.ltd_layers = frozenset(layers)
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
             wpe=nn.Embedding(config.block_size, config.n_embd),
@@ -121,36 +132,46 @@ class GPT(nn.Module):
         return n - self.transformer.wpe.weight.numel() if non_embedding else n
 
     def sample_ltd_indices(self, B, T, r, generator=None):
-        """Kept positions of every dropping layer for one step, (n_ltd, B, r), row j for the j-th dropping layer from
-        the bottom, drawn at once; None when nothing drops (r None or >= T, or no dropping layer): the dense model.
+        """Kept positions of every dropping layer for one step, (n_ltd, B, r), row j for the j-th
+        dropping layer from the bottom, drawn at once; None when nothing drops (r None or >= T, or
+        no dropping layer): the dense model.
 
         Call it outside torch.compile and pass the result as forward(..., ltd_idx=...).
         """
         if r is None or r >= T or not self.ltd_layers:
             return None
-        n, device = len(self.ltd_layers), self.lm_head.weight.device
-        return random_ltd.sample_kept_indices(n * B, T, r, generator, device).view(n, B, r)  # one draw
+        n = len(self.ltd_layers)
+        device = self.lm_head.weight.device
+        # one draw
+        return random_ltd.sample_kept_indices(n * B, T, r, generator, device).view(n, B, r)
 
     def forward(self, idx, targets=None, ltd_idx=None):
-        """idx (B, T) -> (logits (B, T, vocab), loss or None); in training the dropping layers keep ltd_idx."""
+        """idx (B, T) -> (logits (B, T, vocab), loss or None); in training the dropping layers
+        keep ltd_idx."""
         B, T = idx.size()
-        assert T <= self.config.block_size, f"sequence length {T} > block_size {self.config.block_size}"
+        assert T <= self.config.block_size, (
+            f"sequence length {T} > block_size {self.config.block_size}"
+        )
         drop = self.training and ltd_idx is not None  # eval and generate always see every token
-        assert not drop or ltd_idx.shape[:2] == (len(self.ltd_layers), B), "ltd_idx: from sample_ltd_indices(B, T, r)"
+        assert not drop or ltd_idx.shape[:2] == (len(self.ltd_layers), B), (
+            "ltd_idx: from sample_ltd_indices(B, T, r)"
+        )
         pos = torch.arange(T, dtype=torch.long, device=idx.device)
         # (B, T, C), positions baked in
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
         j = 0  # row of ltd_idx for the next dropping layer
         for i, block in enumerate(self.transformer.h):
             if drop and i in self.ltd_layers:
-                x = random_ltd.ltd_block_forward(block, x, ltd_idx[j])  # block sees (B, r, C), r = ltd_idx.size(2)
+                # block sees (B, r, C), r = ltd_idx.size(2)
+                x = random_ltd.ltd_block_forward(block, x, ltd_idx[j])
                 j += 1
             else:
                 x = block(x)
         logits = self.lm_head(self.transformer.ln_f(x))  # (B, T, vocab)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1),
+                                   ignore_index=-1)
         return logits, loss
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, eps=1e-8):
@@ -166,7 +187,8 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
-        """Append max_new_tokens sampled tokens to idx (B, t); runs in whatever mode it is called."""
+        """Append max_new_tokens sampled tokens to idx (B, t); runs in whatever mode it is
+        called."""
         for _ in range(max_new_tokens):
             idx_cond = idx[:, -self.config.block_size :]
             logits, _ = self(idx_cond)  # every token, always
@@ -175,5 +197,6 @@ class GPT(nn.Module):
                 v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
                 logits[logits < v[:, [-1]]] = -float("inf")
             probs = F.softmax(logits, dim=-1)
-            idx = torch.cat((idx, torch.multinomial(probs, num_samples=1, generator=generator)), dim=1)
+            idx_next = torch.multinomial(probs, num_samples=1, generator=generator)
+            idx = torch.cat((idx, idx_next), dim=1)
         return idx

@@ -38,7 +38,8 @@ def sample_kept_indices(B, T, r, generator=None, device=None):
     sample_kept_indices(n * B, T, r).view(n, B, r): rows are independent.
     """
     assert 0 < r <= T, f"kept length {r} must be in 1..{T}"
-    # (B, T) iid uniform; subtle: not torch.rand(..., generator=None), which torch.compile rejects for a symbolic T
+    # (B, T) iid uniform; subtle: not torch.rand(..., generator=None), which torch.compile
+    # rejects for a symbolic T
     scores = torch.empty(B, T, device=device).uniform_(generator=generator)
     idx = scores.topk(r, dim=1, sorted=False).indices  # r largest scores = a uniform random subset
     return idx.sort(dim=1).values  # subtle: sorted, so causal order among kept tokens holds
@@ -49,7 +50,8 @@ def flat_rows(idx, T):
 
     idx=[[0, 2], [1, 2]], T=3 -> [0, 2, 4, 5].
     """
-    offset = T * torch.arange(idx.size(0), device=idx.device).unsqueeze(1)  # (B, 1): first row of sample b
+    # (B, 1): first row of sample b
+    offset = T * torch.arange(idx.size(0), device=idx.device).unsqueeze(1)
     return (idx + offset).flatten()  # (B * r,)
 
 
@@ -72,7 +74,8 @@ class GatherRows(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (rows,) = ctx.saved_tensors
-        dx = grad.new_zeros(ctx.n_rows, grad.size(1)).index_copy_(0, rows, grad)  # dx[rows] = grad, 0 elsewhere
+        # dx[rows] = grad, 0 elsewhere
+        dx = grad.new_zeros(ctx.n_rows, grad.size(1)).index_copy_(0, rows, grad)
         return dx, None
 
 
@@ -85,13 +88,17 @@ def gather_tokens(x, idx):
 def scatter_tokens(x, idx, y):
     """Copy of x (B, T, C) with rows idx (B, r) replaced by y (B, r, C); other rows unchanged."""
     B, T, C = x.shape
-    out = x.reshape(B * T, C).index_copy(0, flat_rows(idx, T), y.reshape(-1, C))  # out of place: autograd-safe
+    # out of place: autograd-safe
+    out = x.reshape(B * T, C).index_copy(0, flat_rows(idx, T), y.reshape(-1, C))
     return out.view(B, T, C)
 
 
 def ltd_block_forward(block, x, idx):
-    """Run block on the kept tokens idx (B, r) of each sample of x (B, T, C); the others pass through."""
-    return scatter_tokens(x, idx, block(gather_tokens(x, idx)))  # block sees (B, r, C); out (B, T, C)
+    """Run block on the kept tokens idx (B, r) of each sample of x (B, T, C); the others pass
+    through."""
+    x_r = gather_tokens(x, idx)
+    y_r = block(x_r)  # block sees (B, r, C)
+    return scatter_tokens(x, idx, y_r)  # out (B, T, C)
 
 
 # -----------------------------------------------------------------------------

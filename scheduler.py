@@ -9,11 +9,14 @@ configured by the same dicts, so a DeepSpeed user can paste a `curriculum_metric
 
     fixed_root:     d = floor(min + (max - min) * (t / T) ** (1 / k))
                     d -= d % difficulty_step
-                    d = max(d, ceil(min / difficulty_step) * difficulty_step);  d = min(d, max)
+                    d = max(d, ceil(min / difficulty_step) * difficulty_step)
+                    d = min(d, max)
     fixed_discrete: d = difficulty[i] for the first i with t <= max_step[i], else difficulty[-1]
     custom:         d = fn(t)
-    all:            once d reaches max it stays (DeepSpeed's update_difficulty, what its sampler asks)
-    random-LTD:     r = floor(min + (max - min) * (t / require_steps) ** (1 / k));  r -= r % seq_per_step;
+    all:            once d reaches max it stays
+                    (DeepSpeed's update_difficulty, what its sampler asks)
+    random-LTD:     r = floor(min + (max - min) * (t / require_steps) ** (1 / k))
+                    r -= r % seq_per_step
                     r = min(r, max)
 
 But:
@@ -31,7 +34,8 @@ def _root_schedule(t, lo, hi, total, step, degree):
 
     lo=1, hi=100, total=100, step=1, degree=2: t=25 -> floor(0.5 * 99 + 1) = 50
     """
-    d = math.floor((float(t) / total) ** (1.0 / degree) * (hi - lo) + lo)  # floor(min + (max-min) * (t/T)^(1/k))
+    # floor(min + (max-min) * (t/T)^(1/k))
+    d = math.floor((float(t) / total) ** (1.0 / degree) * (hi - lo) + lo)
     d -= d % step  # round down to a multiple of difficulty_step
     d = max(d, math.ceil(lo / step) * step)  # never below min (rounded up to the step)
     return min(d, hi)
@@ -40,15 +44,20 @@ def _root_schedule(t, lo, hi, total, step, degree):
 class CurriculumScheduler:
     """Difficulty at step t from one DeepSpeed `curriculum_metrics` entry.
 
-    Other keys of the entry (difficulty_type, index paths) are the sampler's business. For schedule_type
-    "custom", pass fn=callable(step) (or put it in the entry as "get_difficulty").
+    Other keys of the entry (difficulty_type, index paths) are the sampler's business. For
+    schedule_type "custom", pass fn=callable(step) (or put it in the entry as "get_difficulty").
     """
 
     def __init__(self, config, fn=None):
-        self.config, self.sc = config, config.get("schedule_config", {})
+        self.config = config
+        self.sc = config.get("schedule_config", {})
         self.fn = fn or config.get("get_difficulty")
-        self._searched, self._held = 0, None  # steps searched for the max (a cache: see below)
-        assert config["schedule_type"] != "custom" or callable(self.fn), "a custom schedule needs fn=callable(step)"
+        # steps searched for the max (a cache: see below)
+        self._searched = 0
+        self._held = None
+        assert config["schedule_type"] != "custom" or callable(self.fn), (
+            "a custom schedule needs fn=callable(step)"
+        )
 
     def get_difficulty(self, step):
         """d at step t >= 1, the step DeepSpeed's sampler asks for; once d reaches max_difficulty it
@@ -57,7 +66,8 @@ class CurriculumScheduler:
         fixed_discrete difficulty [10, 100, 50], max_step [2, 4], max 100: t = 1..6 -> 10, 10, 100,
         100, 100, 100 (the schedule alone: ..., 50, 50).
         """
-        lo, hi = self.config.get("min_difficulty"), self.config.get("max_difficulty")
+        lo = self.config.get("min_difficulty")
+        hi = self.config.get("max_difficulty")
         falls = self.config["schedule_type"] in ("fixed_discrete", "custom")  # the others never do
         if falls and hi is not None:  # subtle: a custom schedule from Python may have no max
             if lo is not None and lo >= hi:
@@ -73,7 +83,8 @@ class CurriculumScheduler:
         if kind == "custom":
             return self.fn(step)
         if kind == "fixed_discrete":
-            for d, last in zip(self.sc["difficulty"], self.sc["max_step"]):  # the first stage not yet over
+            # the first stage not yet over
+            for d, last in zip(self.sc["difficulty"], self.sc["max_step"]):
                 if step <= last:
                     return d
             return self.sc["difficulty"][-1]
@@ -104,12 +115,15 @@ class RandomLTDScheduler:
     """
 
     def __init__(self, config):
-        self.config, self.sc = config, config["schedule_config"]
-        self.min, self.max = config["min_value"], config["max_value"]
+        self.config = config
+        self.sc = config["schedule_config"]
+        self.min = config["min_value"]
+        self.max = config["max_value"]
         self.degree = self.sc["root_degree"] if config.get("schedule_type") == "fixed_root" else 1
 
     def get_value(self, step):
-        r = math.floor((float(step) / self.sc["require_steps"]) ** (1.0 / self.degree) * (self.max - self.min)
-                       + self.min)  # floor(min + (max - min) * (t / require_steps) ** (1 / k))
+        # floor(min + (max - min) * (t / require_steps) ** (1 / k))
+        r = math.floor((float(step) / self.sc["require_steps"]) ** (1.0 / self.degree)
+                       * (self.max - self.min) + self.min)
         r -= r % self.sc["seq_per_step"]  # grow in multiples of seq_per_step
         return min(r, self.max)
