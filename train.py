@@ -89,7 +89,8 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
     G = cfg.global_batch_size or cfg.batch_size * world_size
     if G % (cfg.batch_size * world_size):
         raise ValueError(f"global_batch_size {G} is not divisible by batch_size * world_size = "
-                         f"{cfg.batch_size} * {world_size}; change --global_batch_size or --batch_size")
+                         f"{cfg.batch_size} * {world_size}; change --global_batch_size or "
+                         "--batch_size")
     if saved:  # as checkpointed: their lengths came from the first run's budget
         metrics = saved["curricula"]
         layers = list(saved["model"]["ltd_layers"] or [])  # []: the model's default
@@ -136,7 +137,7 @@ def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
     dtype = launch.resolve_dtype(cfg.dtype, device)
     device_type = device.split(":")[0]
     torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's offset
-    ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # so do kept tokens
+    ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # and kept tokens
     optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate,
                                                (cfg.beta1, cfg.beta2), device_type, cfg.eps)
     shapes_change = bool(ltd) or sampler.seqlen_name is not None  # s or r follow a schedule
@@ -185,7 +186,7 @@ def get_lr(tokens, cfg, lr_schedule):
 
 
 def kept_length(ltd_sched, step, s):
-    """random-LTD kept length r at a step, never above the sequence length (None when LTD is off)."""
+    """random-LTD kept length r at a step, at most the sequence length (None when LTD is off)."""
     return min(ltd_sched.get_value(step), s) if ltd_sched else None
 
 
@@ -198,7 +199,8 @@ def budget_tokens(cfg, sampler, ltd_sched, n_ltd):
         total = 0
         for t in range(cfg.max_iters):
             s = sampler.seqlen(t)
-            total += layer_tokens(sampler.rows(t), s, kept_length(ltd_sched, t, s), cfg.n_layer, n_ltd)
+            r = kept_length(ltd_sched, t, s)
+            total += layer_tokens(sampler.rows(t), s, r, cfg.n_layer, n_ltd)
         ends.append(total / cfg.n_layer)
     return min(ends)
 
@@ -222,7 +224,8 @@ def estimate_loss(model, val_data, eval_ids, batch_size, ctx=nullcontext()):
         b = torch.from_numpy(val_data.get(chunk)).to(device)
         with ctx:
             _, loss = model(b[:, :-1], b[:, 1:])
-        total += torch.stack([loss.float() * len(chunk), torch.tensor(float(len(chunk)), device=device)])
+        n = torch.tensor(float(len(chunk)), device=device)
+        total += torch.stack([loss.float() * n, n])
     if world_size > 1:
         dist.all_reduce(total)
     model.train()
@@ -246,7 +249,8 @@ def train_step(run, lr, step):
     for k, micro in enumerate(batch.chunk(accum)):
         # kept positions of every dropping layer, drawn outside torch.compile: (n_ltd, B, r) or None
         ltd_idx = run.raw_model.sample_ltd_indices(micro.size(0), s, r, run.ltd_gen)
-        sync = nullcontext() if not ddp or k == accum - 1 else run.model.no_sync()  # last: all-reduce
+        last = k == accum - 1  # DDP all-reduces the gradients on the last micro-step only
+        sync = run.model.no_sync() if ddp and not last else nullcontext()
         with sync:
             with run.ctx:
                 _, loss = run.model(micro[:, :-1], micro[:, 1:], ltd_idx=ltd_idx)
@@ -267,19 +271,6 @@ def train_step(run, lr, step):
 
 # -----------------------------------------------------------------------------
 # the loop
-
-
-def log_line(run, state, n, loss, lr, dt, s, r):
-    """nanoGPT's log line, plus the curricula, the kept length and the saving when they are on."""
-    line = f"iter {n}: loss {loss:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms"
-    for name, d in run.sampler.difficulties(n - 1).items():  # the batch just trained: step n - 1
-        line += f", {name.removesuffix('_truncate').removesuffix('_reshape')} {d}"
-    if run.ltd:
-        line += f", keep {r or s}"
-    if run.ltd or run.sampler.schedules:
-        saving = 1 - state["layer_tokens"] / run.cfg.n_layer / (n * run.lr_schedule.step_tokens)
-        line += f", {100 * saving:.1f}% fewer effective tokens"
-    return line
 
 
 def train_loop(run, state, signals, ckpt_path):
@@ -320,7 +311,7 @@ def train_loop(run, state, signals, ckpt_path):
             out["losses"] += torch.stack(pending).tolist()  # one device-to-host copy per interval
             dt = (time.time() - t0) / cfg.log_interval
             pending, t0 = [], time.time()
-            print0(log_line(run, state, n, out["losses"][-1], lr, dt, s, r))
+            print0(report.log_line(run, state, n, out["losses"][-1], lr, dt, s, r))
     out["losses"] += torch.stack(pending).tolist() if pending else []
     return out
 

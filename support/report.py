@@ -36,7 +36,8 @@ def print_summary(run, meta, notes):
            f"({lr.step_tokens:,} a dense step), cosine to {cfg.min_lr:g} at {lr.decay_tokens:,.0f}")
     if cfg.domain_weights:  # the mix in effect: whole rows per domain in every global batch
         mix = ", ".join(f"{n} {c}" for n, c in zip(meta["domains"], run.sampler.counts))
-        print0(f"domains: rows of every batch of {G}: {mix} (--domain_weights={cfg.domain_weights})")
+        print0(f"domains: rows of every batch of {G}: {mix} "
+               f"(--domain_weights={cfg.domain_weights})")
     for note in notes:
         print0(f"note: {note}")
     budget = config.budget_steps(cfg, G)
@@ -50,8 +51,21 @@ def print_summary(run, meta, notes):
         print0(f"random-LTD on layers {sorted(run.raw_model.ltd_layers)}: kept length {at}")
 
 
+def log_line(run, state, n, loss, lr, dt, s, r):
+    """nanoGPT's log line, plus the curricula, the kept length and the saving when they are on."""
+    line = f"iter {n}: loss {loss:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms"
+    for name, d in run.sampler.difficulties(n - 1).items():  # the batch just trained: step n - 1
+        line += f", {name.removesuffix('_truncate').removesuffix('_reshape')} {d}"
+    if run.ltd:
+        line += f", keep {r or s}"
+    if run.ltd or run.sampler.schedules:
+        saving = 1 - state["layer_tokens"] / run.cfg.n_layer / (n * run.lr_schedule.step_tokens)
+        line += f", {100 * saving:.1f}% fewer effective tokens"
+    return line
+
+
 def print_end(out):
-    """The done line (this process's steps and tokens), the tokens each technique saved, a sample."""
+    """The done line (this process's steps and tokens), what each technique saved, a sample."""
     cfg, meta = out["cfg"], out["meta"]
     raw, eff, dense = out["raw_tokens"], out["effective_tokens"], out["dense_tokens"]
     steps = out["iter_num"] - out["start_iter"]  # this process's, after a --resume too
