@@ -13,13 +13,16 @@ import numpy as np
 
 
 def _n_tokens(path):
-    """Tokens in a uint16 token file; one line naming the file if it is missing, empty or of odd length."""
+    """Tokens in a uint16 token file; one line naming the file if it is missing, empty or of odd
+    length."""
     if not os.path.isfile(path):
-        raise ValueError(f"no such token file: {path}; prepare the data with `python data.py` first")
+        raise ValueError(f"no such token file: {path}; "
+                         "prepare the data with `python data.py` first")
     size = os.path.getsize(path)
     if size == 0 or size % 2:
-        raise ValueError(f"{path} is {'empty' if size == 0 else f'{size} bytes, an odd length'}: not a uint16 "
-                         f"token file; prepare it again (python data.py)")
+        problem = "empty" if size == 0 else f"{size} bytes, an odd length"
+        raise ValueError(f"{path} is {problem}: not a uint16 token file; "
+                         "prepare it again (python data.py)")
     return size // 2
 
 
@@ -29,12 +32,15 @@ def scan_bins(data_dir, vocab_size=1 << 16, chunk=1 << 20):
     fingerprint = a hash of both splits' content hashes (so the split point counts too);
     unigram_entropy = -sum_u p(u) ln p(u) over the train split (nats): the loss of a model that
     ignores context. train [5, 5, 7, 7] -> p = [0.5, 0.5] -> ln 2 = 0.6931."""
-    meta, h = {"max_token_id": 0}, hashlib.sha256()
+    meta = {"max_token_id": 0}
+    h = hashlib.sha256()
     buf = np.empty(chunk, dtype=np.uint16)  # subtle: one reused buffer, and read(), not np.memmap:
     for split in ("train", "val"):  # a mapping's pages count as this process's memory once touched
         path = os.path.join(data_dir, f"{split}.bin")
-        meta[f"{split}_tokens"] = _n_tokens(path)  # one line for a missing, empty or odd-length file
-        counts, split_hash = np.zeros(1 << 16, dtype=np.int64), hashlib.sha256()
+        # one line for a missing, empty or odd-length file
+        meta[f"{split}_tokens"] = _n_tokens(path)
+        counts = np.zeros(1 << 16, dtype=np.int64)
+        split_hash = hashlib.sha256()
         with open(path, "rb") as f:
             while n_bytes := f.readinto(buf):
                 tokens = buf[: n_bytes // 2]
@@ -43,8 +49,9 @@ def scan_bins(data_dir, vocab_size=1 << 16, chunk=1 << 20):
                 split_hash.update(tokens)  # the same digest as hashing the whole file at once
         top = int(np.flatnonzero(counts)[-1])
         if top >= vocab_size:
-            raise ValueError(f"{path} holds token id {top}, not below vocab_size {vocab_size}; pass the "
-                             f"tokenizer's vocabulary size (at least --vocab_size={top + 1})")
+            raise ValueError(f"{path} holds token id {top}, not below vocab_size {vocab_size}; "
+                             "pass the tokenizer's vocabulary size "
+                             f"(at least --vocab_size={top + 1})")
         meta["max_token_id"] = max(meta["max_token_id"], top)
         h.update(split_hash.digest())
         if split == "train":
@@ -54,26 +61,30 @@ def scan_bins(data_dir, vocab_size=1 << 16, chunk=1 << 20):
 
 
 def nanogpt_meta(data_dir, vocab_size=None):
-    """meta of a directory holding nanoGPT's train.bin and val.bin (uint16 ids, all below the vocabulary
-    size): from its meta.pkl if it has one (vocab_size; itos decodes a char-level sample), else vocab_size."""
+    """meta of a directory holding nanoGPT's train.bin and val.bin (uint16 ids, all below the
+    vocabulary size): from its meta.pkl if it has one (vocab_size; itos decodes a char-level
+    sample), else vocab_size."""
     meta = {"vocab_size": vocab_size, "eot_id": None, "tokenizer": "external"}
     path = os.path.join(data_dir, "meta.pkl")
     if os.path.exists(path):
         with open(path, "rb") as f:
             pkl = _PlainUnpickler(f).load()
         if vocab_size not in (None, pkl["vocab_size"]):
-            raise ValueError(f"--vocab_size={vocab_size} but {path} says {pkl['vocab_size']}; drop the flag")
+            raise ValueError(f"--vocab_size={vocab_size} but {path} says {pkl['vocab_size']}; "
+                             "drop the flag")
         meta["vocab_size"] = pkl["vocab_size"]
         if "itos" in pkl:  # {id: str} of nanoGPT's char-level datasets
             meta["itos"] = [pkl["itos"][i] for i in range(pkl["vocab_size"])]
     if meta["vocab_size"] is None:
-        raise ValueError(f"{data_dir} holds nanoGPT's train.bin/val.bin but no meta.json nor meta.pkl; pass its "
-                         "tokenizer's --vocab_size (e.g. 50257 for GPT-2 BPE)")
+        raise ValueError(f"{data_dir} holds nanoGPT's train.bin/val.bin "
+                         "but no meta.json nor meta.pkl; "
+                         "pass its tokenizer's --vocab_size (e.g. 50257 for GPT-2 BPE)")
     return {**meta, **scan_bins(data_dir, meta["vocab_size"])}
 
 
 class _PlainUnpickler(pickle.Unpickler):
-    """nanoGPT's meta.pkl holds only dicts, strings and numbers: refuse anything that would run code."""
+    """nanoGPT's meta.pkl holds only dicts, strings and numbers: refuse anything that would run
+    code."""
 
     def find_class(self, module, name):
         raise ValueError(f"meta.pkl refers to {module}.{name}, not plain data; it is not read")

@@ -1,5 +1,6 @@
 """
-The run directory: one lock per run, checkpoints written atomically with a checksum, and resume checks.
+The run directory: one lock per run, checkpoints written atomically with a checksum, and resume
+checks.
 
 Follows nanoGPT's out_dir/ckpt.pt (torch.save of a dict; `torch.load` reads our files too).
 save() and resume() stand side by side: every part's state_dict (model, optimizer, scaler,
@@ -32,21 +33,25 @@ from support.files import atomic_write
 
 
 def save_checkpoint(path, ckpt):
-    """torch.save + a 32-byte SHA-256 of it at the end (torch.load still reads the file), written atomically."""
+    """torch.save + a 32-byte SHA-256 of it at the end (torch.load still reads the file), written
+    atomically."""
     buf = io.BytesIO()
     torch.save(ckpt, buf)
     blob = buf.getvalue()
     try:
         atomic_write(path, lambda f: f.write(blob + hashlib.sha256(blob).digest()))
     except OSError as e:
-        raise ValueError(f"could not write checkpoint {path} ({e.strerror or e}); the previous one is intact; "
+        raise ValueError(f"could not write checkpoint {path} ({e.strerror or e}); "
+                         "the previous one is intact; "
                          "free some space or pick another --out_dir") from None
 
 
 def load_checkpoint(path):
-    """The checkpoint at path, on the CPU (load_state_dict moves each part to its device); one line if damaged."""
+    """The checkpoint at path, on the CPU (load_state_dict moves each part to its device); one line
+    if damaged."""
     if not os.path.isfile(path):
-        raise ValueError(f"--resume but no checkpoint at {path}; run without --resume first or fix --out_dir")
+        raise ValueError(f"--resume but no checkpoint at {path}; "
+                         "run without --resume first or fix --out_dir")
     blob = open(path, "rb").read()
     if len(blob) < 32 or hashlib.sha256(blob[:-32]).digest() != blob[-32:]:
         raise ValueError(f"{path} is damaged or not a checkpoint of train.py (checksum mismatch); "
@@ -55,22 +60,32 @@ def load_checkpoint(path):
 
 
 def parts(run):
-    """What a checkpoint holds besides the loop's state and the RNGs: every part with a state_dict."""
-    return {"model": run.raw_model, "optimizer": run.optimizer, "scaler": run.scaler, "sampler": run.sampler}
+    """What a checkpoint holds besides the loop's state and the RNGs: every part with a
+    state_dict."""
+    return {"model": run.raw_model, "optimizer": run.optimizer, "scaler": run.scaler,
+            "sampler": run.sampler}
 
 
 def settings(run):
-    """What shapes a run and so must be the same on resume: corpus, model, batch, seed, schedules, LR, optimizer."""
-    cfg, s = run.cfg, run.sampler
-    return {"corpus": run.corpus, "model": asdict(run.raw_model.config), "seed": cfg.seed, "global_batch_size": s.G,
-            "curricula": {n: c.config for n, c in s.schedules.items()}, "random_ltd": run.ltd and run.ltd.config,
+    """What shapes a run and so must be the same on resume: corpus, model, batch, seed, schedules,
+    LR, optimizer."""
+    cfg = run.cfg
+    s = run.sampler
+    return {"corpus": run.corpus,
+            "model": asdict(run.raw_model.config),
+            "seed": cfg.seed,
+            "global_batch_size": s.G,
+            "curricula": {n: c.config for n, c in s.schedules.items()},
+            "random_ltd": run.ltd and run.ltd.config,
             "random_ltd_layers": sorted(run.raw_model.ltd_layers),
-            "domain_weights": cfg.domain_weights, "lr_schedule": [cfg.learning_rate, cfg.min_lr, *run.lr_schedule[1:]],
+            "domain_weights": cfg.domain_weights,
+            "lr_schedule": [cfg.learning_rate, cfg.min_lr, *run.lr_schedule[1:]],
             "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
 
 
 def save(run, state, path):
-    """Every rank's RNG states gathered (a collective), then rank 0 writes the checkpoint of train.py's Run."""
+    """Every rank's RNG states gathered (a collective), then rank 0 writes the checkpoint of
+    train.py's Run."""
     mine = {"torch": torch.get_rng_state(), "ltd": run.ltd_gen.get_state().cpu(),
             "cuda": torch.cuda.get_rng_state() if run.device != "cpu" else None}
     rngs = [mine] * run.world_size  # under torchrun replaced by every rank's, in rank order
@@ -78,13 +93,15 @@ def save(run, state, path):
         dist.all_gather_object(rngs, mine)
     if run.rank == 0:
         where = f"{run.device.split(':')[0]} ({run.dtype})"  # a resume may change it
-        save_checkpoint(path, {**{k: p.state_dict() for k, p in parts(run).items()}, "state": dict(state),
-                               "rng": rngs, "settings": settings(run), "config": asdict(run.cfg), "where": where})
+        state_dicts = {k: p.state_dict() for k, p in parts(run).items()}
+        save_checkpoint(path, {**state_dicts, "state": dict(state), "rng": rngs,
+                               "settings": settings(run), "config": asdict(run.cfg),
+                               "where": where})
 
 
 # flags that may differ on --resume: where and how this process runs and what it prints
-FREE = {"out_dir", "data_dir", "index_dir", "resume", "overwrite", "eval_interval", "eval_samples", "log_interval",
-        "save_checkpoint", "sample_tokens", "threads", "compile", "device", "dtype"}
+FREE = {"out_dir", "data_dir", "index_dir", "resume", "overwrite", "eval_interval", "eval_samples",
+        "log_interval", "save_checkpoint", "sample_tokens", "threads", "compile", "device", "dtype"}
 BUDGET = ("max_iters", "max_tokens")  # may differ too: only the stop moves
 
 
@@ -92,7 +109,9 @@ def resumed_config(saved, cfg, given, path):
     """The config of a --resume -> (config, notes): the checkpoint's (saved: its config as a dict),
     with the flags given on the command line (given: their names; None = every field of cfg) where
     they may differ. Any other flag given must agree with the checkpoint: one line names each."""
-    merged, changed, notes = {}, [], []
+    merged = {}
+    changed = []
+    notes = []
     for f in fields(cfg):
         old, new = saved.get(f.name, getattr(cfg, f.name)), getattr(cfg, f.name)
         taken = given is None or f.name in given
@@ -100,26 +119,31 @@ def resumed_config(saved, cfg, given, path):
             changed.append(f"--{f.name} {old} -> {new}")
         merged[f.name] = new if taken else old
     if changed:
-        raise ValueError(f"--resume from {path} would change {', '.join(changed)}; drop those flags to go "
-                         "on with the checkpoint's settings, or start a new --out_dir")
+        raise ValueError(f"--resume from {path} would change {', '.join(changed)}; "
+                         "drop those flags to go on with the checkpoint's settings, "
+                         "or start a new --out_dir")
     for k in BUDGET:
         if merged[k] != saved.get(k, merged[k]):
-            notes.append(f"resuming with {k} {saved[k]} -> {merged[k]}: only the stop moves; the curricula, "
-                         "the kept length and the LR schedule stay as checkpointed (past its end, min_lr)")
+            notes.append(f"resuming with {k} {saved[k]} -> {merged[k]}: only the stop moves; "
+                         "the curricula, the kept length and the LR schedule stay as checkpointed "
+                         "(past its end, min_lr)")
     return replace(cfg, **merged), notes
 
 
 def resume(run, ckpt, path):
-    """The inverse of save(), from the checkpoint ckpt (a dict) -> (the loop's state, notes): refuses
-    another corpus; another world size, device or precision is allowed and said in a note."""
+    """The inverse of save(), from the checkpoint ckpt (a dict) -> (the loop's state, notes):
+    refuses another corpus; another world size, device or precision is allowed and said in a
+    note."""
     notes = []
     check_resume(ckpt["settings"], settings(run), path)
-    groups = ckpt["optimizer"]["param_groups"]  # subtle: fused/foreach/capturable follow this device, not the saver's
+    # subtle: fused/foreach/capturable follow this device, not the saver's
+    groups = ckpt["optimizer"]["param_groups"]
     for g, mine in zip(groups, run.optimizer.param_groups):
         g.update({k: mine[k] for k in ("fused", "foreach", "capturable") if k in mine})
     for k, p in parts(run).items():
         p.load_state_dict(ckpt[k])
-    rng = ckpt["rng"][run.rank % len(ckpt["rng"])]  # subtle: on another world size, resume goes on, not bit-exactly
+    # subtle: on another world size, resume goes on, not bit-exactly
+    rng = ckpt["rng"][run.rank % len(ckpt["rng"])]
     torch.set_rng_state(rng["torch"])
     if rng["ltd"].numel() == run.ltd_gen.get_state().numel():  # 16 bytes on CUDA, 5,056 on the CPU
         run.ltd_gen.set_state(rng["ltd"])
@@ -127,24 +151,28 @@ def resume(run, ckpt, path):
         torch.cuda.set_rng_state(rng["cuda"])
     where = f"{run.device.split(':')[0]} ({run.dtype})"
     if len(ckpt["rng"]) != run.world_size or ckpt["where"] != where:
-        notes.append(f"the checkpoint was written by {len(ckpt['rng'])} rank(s) on {ckpt['where']}, this run has "
-                     f"{run.world_size} on {where}: the same batches go on, but dropout and random-LTD draw anew")
+        notes.append(f"the checkpoint was written by {len(ckpt['rng'])} rank(s) "
+                     f"on {ckpt['where']}, this run has {run.world_size} on {where}: "
+                     "the same batches go on, but dropout and random-LTD draw anew")
     return dict(ckpt["state"]), notes
 
 
 def flatten(d, prefix=""):
-    """{"a": {"b": 1}, "c": [2]} -> {"a.b": 1, "c": [2]}: the leaves of nested settings, by dotted name."""
+    """{"a": {"b": 1}, "c": [2]} -> {"a.b": 1, "c": [2]}: the leaves of nested settings, by dotted
+    name."""
     out = {}
     for k, v in (d or {}).items():
-        out.update(flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+        leaves = flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v}
+        out.update(leaves)
     return out
 
 
 def check_resume(saved, settings, path):
     """One line naming every setting that differs between the checkpoint and this run."""
     if saved["corpus"] != settings["corpus"]:
-        raise ValueError(f"--resume from {path}: this --data_dir holds another corpus than the one the "
-                         f"checkpoint trained on (content {saved['corpus'][:8]} -> {settings['corpus'][:8]}); "
+        raise ValueError(f"--resume from {path}: this --data_dir holds another corpus than the one "
+                         "the checkpoint trained on "
+                         f"(content {saved['corpus'][:8]} -> {settings['corpus'][:8]}); "
                          "pass the checkpoint's data, or start a new --out_dir")
     old, new = flatten(saved), flatten(settings)
     changed = [f"{k} {old.get(k)!r:.40} -> {new.get(k)!r:.40}"
@@ -157,20 +185,24 @@ def check_resume(saved, settings, path):
 @contextlib.contextmanager
 def run_dir(cfg):
     """Hold out_dir/.lock while the run lasts and refuse to replace a checkpoint by accident; leave
-    nothing behind but checkpoints (the lock goes, and so do directories the run made and left empty)."""
+    nothing behind but checkpoints (the lock goes, and so do directories the run made and left
+    empty)."""
     if os.path.exists(cfg.out_dir) and not os.path.isdir(cfg.out_dir):
         raise ValueError(f"--out_dir={cfg.out_dir} is a file; pick a directory")
-    made, d = [], cfg.out_dir  # the directories makedirs creates, deepest first
+    made = []  # the directories makedirs creates, deepest first
+    d = cfg.out_dir
     while d and not os.path.exists(d):
         made.append(d)
         d = os.path.dirname(d)
     os.makedirs(cfg.out_dir, exist_ok=True)
     lock = os.path.join(cfg.out_dir, ".lock")
-    fd, locked = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644), False
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    locked = False
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            locked = os.fstat(fd).st_ino == os.stat(lock).st_ino  # subtle: not a file its holder removed
+            # subtle: not a file its holder removed
+            locked = os.fstat(fd).st_ino == os.stat(lock).st_ino
         except (BlockingIOError, FileNotFoundError):
             pass
         if not locked:
@@ -178,8 +210,8 @@ def run_dir(cfg):
                              "wait for it or pick another --out_dir")
         if (not cfg.resume and not cfg.overwrite and cfg.save_checkpoint
                 and os.path.exists(os.path.join(cfg.out_dir, "ckpt.pt"))):
-            raise ValueError(f"{cfg.out_dir}/ckpt.pt exists; continue it with --resume, pick another --out_dir, "
-                             "or replace it with --overwrite")
+            raise ValueError(f"{cfg.out_dir}/ckpt.pt exists; continue it with --resume, "
+                             "pick another --out_dir, or replace it with --overwrite")
         yield
     finally:
         if locked:

@@ -12,12 +12,14 @@ from dataclasses import field, fields
 
 
 def opt(default, help, low=None, choices=None):
-    """A field with its --help text; low: the smallest value allowed; choices: the only values allowed."""
+    """A field with its --help text; low: the smallest value allowed; choices: the only values
+    allowed."""
     return field(default=default, metadata={"help": help, "low": low, "choices": choices})
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse whose errors are one ValueError line (for main's handler), not a usage block and exit 2."""
+    """argparse whose errors are one ValueError line (for main's handler), not a usage block and
+    exit 2."""
 
     def error(self, message):
         message = re.sub(r"^argument (--\w+): ", r"\1: ", message)

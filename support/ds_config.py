@@ -1,5 +1,6 @@
 """
-A pasted DeepSpeed config -> this run's settings: curricula, random-LTD, and the training keys we share.
+A pasted DeepSpeed config -> this run's settings: curricula, random-LTD, and the training keys we
+share.
 
 DeepSpeed Data Efficiency (arXiv 2212.03597) reads the `data_efficiency` section in
 deepspeed/runtime/data_pipeline/config.py; train.py --config FILE reads the same file unchanged:
@@ -33,7 +34,8 @@ ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpe
 # -----------------------------------------------------------------------------
 # what a DeepSpeed config may hold: types of the keys we read, and the keys we only accept
 
-NUM, POS = (int, float), "positive"
+NUM = (int, float)
+POS = "positive"
 SCHEDULE = {"total_curriculum_step": POS, "difficulty_step": POS, "root_degree": POS,
             "difficulty": list, "max_step": list, "require_steps": POS, "seq_per_step": POS}
 ENTRY = {"difficulty_type": str, "min_difficulty": NUM, "max_difficulty": NUM,
@@ -98,9 +100,10 @@ def load(path):
         raise ValueError(f"--config {path} must hold a JSON object, got {type(ds).__name__}")
     legacy = ds.get("curriculum_learning")
     if isinstance(legacy, dict) and legacy.get("enabled"):
-        raise ValueError("--config has DeepSpeed's legacy top-level curriculum_learning; move it to "
-                         "data_efficiency.data_sampling.curriculum_learning.curriculum_metrics"
-                         ".seqlen_truncate (see examples/ds_config_cl_ltd.json)")
+        raise ValueError("--config has DeepSpeed's legacy top-level curriculum_learning; "
+                         "move it to data_efficiency.data_sampling.curriculum_learning"
+                         ".curriculum_metrics.seqlen_truncate "
+                         "(see examples/ds_config_cl_ltd.json)")
     check_schema(ds, SCHEMA, "the top level", top=True)
     return ds
 
@@ -115,7 +118,12 @@ def check_schema(obj, schema, where="the top level", top=False):
         if want is None:
             raise ValueError(f"unknown key {k!r} in {where} of --config; known: "
                              f"{', '.join(sorted(schema.keys() - {'*'}))}")
-        kind = dict if isinstance(want, dict) else NUM if want == POS else want
+        if isinstance(want, dict):
+            kind = dict
+        elif want == POS:
+            kind = NUM
+        else:
+            kind = want
         if not isinstance(v, kind) or (kind == NUM and isinstance(v, bool)):
             name = {dict: "an object {...}", list: "a list [...]", bool: "true or false",
                     str: "a string"}.get(kind, "a number")
@@ -157,7 +165,8 @@ def optimizer(opt):
     """DeepSpeed's Adam or AdamW (its Adam is AdamW unless adam_w_mode is false) -> our flags."""
     if opt is None:
         return {}
-    kind, params = opt.get("type", ""), opt.get("params", {})
+    kind = opt.get("type", "")
+    params = opt.get("params", {})
     if kind.lower() not in ("adam", "adamw") or params.get("adam_w_mode") is False:
         raise ValueError(f"--config optimizer {kind!r} is not AdamW (the only optimizer here); "
                          "use type Adam or AdamW, or drop the optimizer section")
@@ -182,7 +191,9 @@ def scheduler(sched, applied):
     """
     if sched is None:
         return {}
-    kind, params, out = sched.get("type"), sched.get("params", {}), {}
+    kind = sched.get("type")
+    params = sched.get("params", {})
+    out = {}
     if kind not in ("WarmupLR", "WarmupDecayLR", "WarmupCosineLR"):
         return {}  # named in the note of keys not applied
     if "warmup_num_steps" in params:
@@ -201,7 +212,8 @@ def scheduler(sched, applied):
 def apply_training(cfg, ds, given):
     """ds's training keys as {flag: value} for cfg; one line where a flag given on the command
     line (given: their names) disagrees with the config."""
-    types, out = {f.name: f.type for f in fields(cfg)}, {}
+    types = {f.name: f.type for f in fields(cfg)}
+    out = {}
     for flag, (value, key) in training(ds).items():
         if types[flag] is int and value != int(value):
             raise ValueError(f"--config {key} is {value}; it must be a whole number")
@@ -215,7 +227,8 @@ def apply_training(cfg, ds, given):
 
 def training_notes(ds):
     """Notes: what ds set through our flags, and what changes training in DeepSpeed but not here."""
-    notes, applied = [], training(ds)
+    notes = []
+    applied = training(ds)
     if applied:
         notes.append("from --config: " + ", ".join(
             f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
@@ -265,15 +278,16 @@ def from_deepspeed(ds, cfg, notes, accum=None):
     if r.get("total_layer_num", cfg.n_layer) != cfg.n_layer:
         raise ValueError(f"--config has total_layer_num {r['total_layer_num']} but this run has "
                          f"{cfg.n_layer} layers; set --n_layer={r['total_layer_num']}")
-    ids, gas = r.get("random_ltd_layer_id", []), ds.get("gradient_accumulation_steps", accum)
+    ids = r.get("random_ltd_layer_id", [])
+    gas = ds.get("gradient_accumulation_steps", accum)
     if accum is not None and gas != accum:
         raise ValueError(f"--config has gradient_accumulation_steps {gas} but this run accumulates "
                          f"{accum} (global_batch_size / (batch_size * ranks)); make them agree")
     if len(ids) != r.get("random_ltd_layer_num", len(ids)):
         raise ValueError(f"--config random_ltd_layer_num {r['random_ltd_layer_num']} != "
                          f"len(random_ltd_layer_id) {len(ids)}; make them agree")
-    if de.get("enabled") and sampling.get("enabled") and sampling.get("dynamic_batching", {}).get(
-            "enabled"):
+    if (de.get("enabled") and sampling.get("enabled")
+            and sampling.get("dynamic_batching", {}).get("enabled")):
         raise ValueError("--config enables data_sampling.dynamic_batching, which this project does "
                          "not implement; disable it")
     if not de.get("enabled"):
@@ -301,7 +315,9 @@ def from_deepspeed(ds, cfg, notes, accum=None):
 
 def check_curriculum(name, e, block_size, known):
     """One curriculum_metrics entry, as scheduler.py and sampler.py will read it (types checked)."""
-    where, kind, seqlen = f"curriculum metric {name}", e.get("difficulty_type"), name in SEQLEN_METRICS
+    where = f"curriculum metric {name}"
+    kind = e.get("difficulty_type")
+    seqlen = name in SEQLEN_METRICS
     if name not in known and not seqlen:
         names = ", ".join(sorted({*known, *SEQLEN_METRICS, *ALIASES}))
         raise ValueError(f"unknown curriculum metric {name!r}; known: {names}")
@@ -309,7 +325,8 @@ def check_curriculum(name, e, block_size, known):
     lo, hi = e["min_difficulty"], e["max_difficulty"]
     schedule, sc = e["schedule_type"], e.get("schedule_config", {})
     if schedule not in NEEDS:  # subtle: a "custom" schedule needs a Python callable
-        raise ValueError(f"{where}: schedule_type {schedule!r} unknown; use one of {', '.join(NEEDS)}")
+        raise ValueError(f"{where}: schedule_type {schedule!r} unknown; "
+                         f"use one of {', '.join(NEEDS)}")
     need(sc, NEEDS[schedule], f"{schedule} schedule_config")
     if lo > hi:
         raise ValueError(f"{where}: min_difficulty {lo} > max_difficulty {hi}; swap them")
@@ -333,8 +350,9 @@ def check_random_ltd(ltd, n_layer, block_size):
     ids = ltd.get("random_ltd_layer_id") or []  # none: the model's default, 1 .. n_layer-2
     bad = [i for i in ids if not 0 <= i < n_layer]
     if bad or (n_layer < 3 and not ids):
-        raise ValueError(f"random-LTD needs dropping layers inside 0..{n_layer - 1} (got "
-                         f"{bad or 'none'}); use --n_layer=3 or more, or list them with --ltd_layers")
+        raise ValueError(f"random-LTD needs dropping layers inside 0..{n_layer - 1} "
+                         f"(got {bad or 'none'}); "
+                         "use --n_layer=3 or more, or list them with --ltd_layers")
     need(ltd, ("random_ltd_schedule",), "random_ltd")
     s = ltd["random_ltd_schedule"]
     need(s, ("min_value", "max_value", "schedule_config"), "random_ltd_schedule")
@@ -343,7 +361,8 @@ def check_random_ltd(ltd, n_layer, block_size):
     root = ("root_degree",) if kind == "fixed_root" else ()
     need(sc, ("require_steps", "seq_per_step") + root, "random_ltd schedule_config")
     if kind not in ("fixed_linear", "fixed_root"):
-        raise ValueError(f"random_ltd schedule_type {kind!r} unknown; use fixed_linear or fixed_root")
+        raise ValueError(f"random_ltd schedule_type {kind!r} unknown; "
+                         "use fixed_linear or fixed_root")
     if not 0 < lo <= hi <= block_size:
         raise ValueError(f"random_ltd kept lengths min_value {lo}..max_value {hi} must lie in "
                          f"1..block_size {block_size}; fix them or set --block_size={hi}")

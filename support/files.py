@@ -9,8 +9,9 @@ import tempfile
 
 
 def atomic_write(path, write, mode="wb"):
-    """write(f) on a fresh temporary file beside path (mkstemp: never shared), renamed over path -> write's result.
-    Readers never see half a file; an existing one survives any failure of write (disk full, Ctrl-C)."""
+    """write(f) on a fresh temporary file beside path (mkstemp: never shared), renamed over path
+    -> write's result. Readers never see half a file; an existing one survives any failure of write
+    (disk full, Ctrl-C)."""
     d, name = os.path.split(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=name + ".", suffix=".tmp")
     try:
@@ -20,7 +21,8 @@ def atomic_write(path, write, mode="wb"):
             os.fsync(f.fileno())  # on disk before the rename makes it visible
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # subtle: mkstemp makes it private (0600); give it a plain file's mode
+        # subtle: mkstemp makes it private (0600); give it a plain file's mode
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
         return result
     finally:

@@ -70,15 +70,17 @@ def metric_code(fn):
 
 
 def describe(bin_path, block_size, name, fn):
-    """What the index of metric `name` (function fn) over bin_path's windows of T+1 tokens is built from."""
+    """What the index of metric `name` (function fn) over bin_path's windows of T+1 tokens is built
+    from."""
     st = os.stat(bin_path)
     return {"data": os.path.abspath(bin_path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "block_size": block_size, "num_samples": (st.st_size // 2 - 1) // block_size, "metric": name,
-            "metric_code": metric_code(fn)}
+            "block_size": block_size, "num_samples": (st.st_size // 2 - 1) // block_size,
+            "metric": name, "metric_code": metric_code(fn)}
 
 
 def why_stale(index_dir, name, info):
-    """Why the index of metric `name` in index_dir cannot be used for info (describe's); None if it can."""
+    """Why the index of metric `name` in index_dir cannot be used for info (describe's); None if it
+    can."""
     try:
         with open(os.path.join(index_dir, name, "info.json")) as f:
             found = json.load(f)
@@ -95,11 +97,13 @@ def why_stale(index_dir, name, info):
             arr = np.load(os.path.join(index_dir, name, k + ".npy"), mmap_mode="r")
         except FileNotFoundError:
             return f"{k}.npy is missing"
-        except Exception as e:  # subtle: np.load of garbage raises ValueError, EOFError, OSError, ...
+        except Exception as e:
+            # subtle: np.load of garbage raises ValueError, EOFError, OSError, ...
             return f"{k}.npy is unreadable ({e.__class__.__name__})"
         want = np.int64 if k == "index_to_sample" else np.float64
         if arr.shape != (info["num_samples"],) or arr.dtype != want:
-            return f"{k}.npy holds {arr.dtype} {arr.shape}, not {np.dtype(want)} ({info['num_samples']},)"
+            return (f"{k}.npy holds {arr.dtype} {arr.shape}, "
+                    f"not {np.dtype(want)} ({info['num_samples']},)")
     return None
 
 

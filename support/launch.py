@@ -1,12 +1,15 @@
 """
-One process of a run: its device, its process group, its signals, its errors; the same for python and torchrun.
+One process of a run: its device, its process group, its signals, its errors; the same for python
+and torchrun.
 
 Follows nanoGPT's DDP set-up (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE; NCCL on
 GPUs, Gloo on CPUs, so two-process runs are tested on a CPU) and what cluster schedulers expect:
 
     device = cuda:LOCAL_RANK with GPUs (auto or cuda), cuda:N as asked, else cpu   (always an index)
-    SIGTERM or SIGINT -> stop after the step in progress, every rank after the same one, checkpoint, exit 1
-    an error -> one line on stderr, under torchrun once, from the first rank that met it, with its rank
+    SIGTERM or SIGINT -> stop after the step in progress, every rank after the same one,
+                         checkpoint, exit 1
+    an error -> one line on stderr, under torchrun once, from the first rank that met it,
+                with its rank
 
 But:
 - what every rank needs on disk (the default corpus, a curriculum index) is built by rank 0, then by
@@ -33,9 +36,11 @@ def print0(*args, **kwargs):
 
 
 def resolve_device(device, n_gpu, local_rank=0, local_world_size=1):
-    """This process's device from --device, LOCAL_RANK, LOCAL_WORLD_SIZE and the visible GPUs: the only place.
+    """This process's device from --device, LOCAL_RANK, LOCAL_WORLD_SIZE and the visible GPUs: the
+    only place.
 
-    Always an index (torch.cuda.set_device refuses a bare "cuda"). 2 GPUs, auto, local rank 1 of 2 -> cuda:1.
+    Always an index (torch.cuda.set_device refuses a bare "cuda").
+    2 GPUs, auto, local rank 1 of 2 -> cuda:1.
     """
     if device == "auto":
         device = "cuda" if n_gpu else "cpu"
@@ -44,18 +49,22 @@ def resolve_device(device, n_gpu, local_rank=0, local_world_size=1):
     if n_gpu == 0:
         raise ValueError(f"--device={device} but torch sees no CUDA device; use --device=cpu")
     if local_world_size > n_gpu:
-        raise ValueError(f"{local_world_size} ranks on this machine but {n_gpu} GPU(s); use torchrun "
-                         f"--nproc_per_node={n_gpu}, or --device=cpu for Gloo processes")
+        raise ValueError(f"{local_world_size} ranks on this machine but {n_gpu} GPU(s); "
+                         f"use torchrun --nproc_per_node={n_gpu}, "
+                         "or --device=cpu for Gloo processes")
     if device != "cuda" and local_world_size > 1:
-        raise ValueError(f"--device={device} would put {local_world_size} ranks on one GPU; use --device=cuda")
+        raise ValueError(f"--device={device} would put {local_world_size} ranks on one GPU; "
+                         "use --device=cuda")
     index = local_rank if device == "cuda" else int(device.split(":")[1])
     if index >= n_gpu:
-        raise ValueError(f"--device={device} but this machine has {n_gpu} GPU(s), cuda:0..cuda:{n_gpu - 1}")
+        raise ValueError(f"--device={device} but this machine has {n_gpu} GPU(s), "
+                         f"cuda:0..cuda:{n_gpu - 1}")
     return f"cuda:{index}"
 
 
 def on_each_filesystem(make, rank, local_rank):
-    """make() (which builds only what is missing) on rank 0, then on the first rank of every other machine."""
+    """make() (which builds only what is missing) on rank 0, then on the first rank of every other
+    machine."""
     if rank == 0:
         make()
     if dist.is_initialized():
@@ -66,7 +75,8 @@ def on_each_filesystem(make, rank, local_rank):
 
 
 def resolve_dtype(dtype, device):
-    """auto -> bfloat16 on GPUs that have it natively, float16 on older ones (V100, T4), float32 on the CPU."""
+    """auto -> bfloat16 on GPUs that have it natively, float16 on older ones (V100, T4), float32 on
+    the CPU."""
     if dtype == "float16" and device == "cpu":
         raise ValueError("--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); "
                          "use float32 or bfloat16 (with --config: turn its fp16 section off)")
@@ -77,10 +87,13 @@ def resolve_dtype(dtype, device):
 
 @contextlib.contextmanager
 def process(device, ckpt_path):
-    """One process of a run, start to end -> (rank, local_rank, world_size, device, signals): torchrun's group
-    joined and left again, an error given its line while the group is up (error_line), and SIGTERM or SIGINT
-    noted in signals["got"] for the loop to stop after its step; a second one stops at once."""
-    signals, old, ddp = {"got": None}, {}, "RANK" in os.environ  # under torchrun
+    """One process of a run, start to end -> (rank, local_rank, world_size, device, signals):
+    torchrun's group joined and left again, an error given its line while the group is up
+    (error_line), and SIGTERM or SIGINT noted in signals["got"] for the loop to stop after its step;
+    a second one stops at once."""
+    signals = {"got": None}
+    old = {}
+    ddp = "RANK" in os.environ  # under torchrun
 
     def handler(signum, frame):
         if signals["got"]:
@@ -88,47 +101,62 @@ def process(device, ckpt_path):
         signals["got"] = signal.Signals(signum).name
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays ignored
+        # a background job's ignored SIGINT stays ignored
+        if signal.getsignal(sig) is not signal.SIG_IGN:
             old[sig] = signal.signal(sig, handler)
     try:
         env = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
-        rank, local_rank, world_size, local_world = (int(os.environ[k]) for k in env) if ddp else (0, 0, 1, 1)
-        device = resolve_device(device, torch.cuda.device_count() if device != "cpu" else 0, local_rank, local_world)
+        if ddp:
+            rank, local_rank, world_size, local_world = (int(os.environ[k]) for k in env)
+        else:
+            rank, local_rank, world_size, local_world = 0, 0, 1, 1
+        n_gpu = torch.cuda.device_count() if device != "cpu" else 0
+        device = resolve_device(device, n_gpu, local_rank, local_world)
         if device != "cpu":
             torch.cuda.set_device(device)
         if ddp:
             dist.init_process_group(backend="nccl" if device != "cpu" else "gloo")
         yield rank, local_rank, world_size, device, signals
     except KeyboardInterrupt:
-        raise Stopped(f"interrupted; the last checkpoint is {ckpt_path}, if any was written; continue with --resume")
+        raise Stopped(f"interrupted; the last checkpoint is {ckpt_path}, if any was written; "
+                      "continue with --resume")
     except (ValueError, OSError) as e:
-        e.line = error_line(e)  # while the process group is up: its store counts the ranks that say it
+        # while the process group is up: its store counts the ranks that say it
+        e.line = error_line(e)
         raise
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
         if ddp and dist.is_initialized():
-            gc.collect()  # subtle: free the DDP wrapper (it sits in reference cycles) while its process group is alive
+            # subtle: free the DDP wrapper (it sits in reference cycles) while its process group
+            # is alive
+            gc.collect()
             dist.destroy_process_group()
 
 
 def stop_requested(signals, device, agree):
-    """The signal that asks to stop, if any: at once on one process; under torchrun only at steps where agree is
-    true on every rank (the log steps), as the maximum over ranks, so every rank stops after the same step."""
+    """The signal that asks to stop, if any: at once on one process; under torchrun only at steps
+    where agree is true on every rank (the log steps), as the maximum over ranks, so every rank
+    stops after the same step."""
     if not dist.is_initialized():
         return signals["got"]
     if not agree:
         return None
-    flag = torch.tensor(float(signal.Signals[signals["got"]]) if signals["got"] else 0.0, device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # subtle: a signal reaches the ranks at slightly different steps
+    signum = float(signal.Signals[signals["got"]]) if signals["got"] else 0.0
+    flag = torch.tensor(signum, device=device)
+    # subtle: a signal reaches the ranks at slightly different steps
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     return signal.Signals(int(flag.item())).name if flag.item() else None
 
 
 def error_line(e):
-    """'error: ...', or under torchrun 'error: rank R: ...' from the first rank to meet this error (counted in the
-    process group's store), None on the others; before the group exists, each machine's first rank speaks."""
+    """'error: ...', or under torchrun 'error: rank R: ...' from the first rank to meet this error
+    (counted in the process group's store), None on the others; before the group exists, each
+    machine's first rank speaks."""
     if "RANK" not in os.environ:
         return f"error: {e}"
-    first = (dist.distributed_c10d._get_default_store().add(f"error: {e}", 1) == 1 if dist.is_initialized()
-             else int(os.environ["LOCAL_RANK"]) == 0)
+    if dist.is_initialized():
+        first = dist.distributed_c10d._get_default_store().add(f"error: {e}", 1) == 1
+    else:
+        first = int(os.environ["LOCAL_RANK"]) == 0
     return f"error: rank {os.environ['RANK']}: {e}" if first else None
