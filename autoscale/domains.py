@@ -26,7 +26,8 @@ from sampler import Bag, CurriculumSampler
 
 
 def domain_weights(text, names):
-    """'code=2,prose=1' over the corpus's domains (names) -> one weight per domain id, summing to 1."""
+    """'code=2,prose=1' over the corpus's domains (names) -> one weight per domain id,
+    summing to 1."""
     try:
         named = {k: float(v) for k, _, v in (p.partition("=") for p in text.split(","))}
     except ValueError:
@@ -35,8 +36,8 @@ def domain_weights(text, names):
     if len(names) < 2 or bad or sum(named.values()) <= 0:
         have = ", ".join(names) or "it has none: prepare it with data.py --domain"
         example = ",".join(f"{n}=1" for n in names) or "code=1,prose=1"
-        raise ValueError(f"--domain_weights={text} needs a weight >= 0 for each domain of the corpus "
-                         f"({have}), e.g. {example}")
+        raise ValueError(f"--domain_weights={text} needs a weight >= 0 for each domain of the "
+                         f"corpus ({have}), e.g. {example}")
     return [named[n] / sum(named.values()) for n in names]
 
 
@@ -44,7 +45,8 @@ def window_domains(windows):
     """(N,) uint8 domain id of every window of a split (meta.json's domain_offsets), or None.
 
     Window i's domain is its middle token's, i*T + T//2: the domain holding most of it.
-    domain_offsets [0, 40, 100], T = 16 -> middles 8, 24, 40, 56, 72, 88 -> domains [0, 0, 1, 1, 1, 1]
+    domain_offsets [0, 40, 100], T = 16 -> middles 8, 24, 40, 56, 72, 88
+        -> domains [0, 0, 1, 1, 1, 1]
     """
     meta_path = os.path.join(os.path.dirname(windows.path), "meta.json")
     split = os.path.basename(windows.path).removesuffix(".bin")
@@ -56,30 +58,34 @@ def window_domains(windows):
         return None
     T = windows.block_size
     middle = np.arange(len(windows), dtype=np.int64) * T + T // 2  # (N,)
-    return (np.searchsorted(offsets, middle, side="right") - 1).astype(np.uint8)  # o[d] <= mid < o[d+1]
+    # o[d] <= mid < o[d+1]
+    return (np.searchsorted(offsets, middle, side="right") - 1).astype(np.uint8)
 
 
 def domain_counts(weights, G):
     """Exact ids per domain in a batch of G: largest remainder, ties to the lower domain id.
 
-    w=[.5, .3, .2], G=8: G*w=[4, 2.4, 1.6] -> floor [4, 2, 1], 1 left -> remainders [0, .4, .6] -> [4, 2, 2]
+    w=[.5, .3, .2], G=8: G*w=[4, 2.4, 1.6] -> floor [4, 2, 1], 1 left -> remainders [0, .4, .6]
+        -> [4, 2, 2]
     """
     raw = G * np.asarray(weights, dtype=np.float64) / np.sum(weights)
     counts = np.floor(raw).astype(np.int64)  # count_k = floor(G * w_k)
-    rem = np.round(raw - counts, 9)  # subtle: rounded, so equal weights tie exactly and the lower id wins
+    # subtle: rounded, so equal weights tie exactly and the lower id wins
+    rem = np.round(raw - counts, 9)
     order = np.lexsort((np.arange(len(raw)), -rem))  # largest remainder first, then domain id
     counts[order[: G - counts.sum()]] += 1  # the leftover slots
     return counts
 
 
 class DomainSampler(CurriculumSampler):
-    """CurriculumSampler whose every global batch holds count_k ids of domain k (one pass per domain).
+    """CurriculumSampler whose every global batch holds count_k ids of domain k
+    (one pass per domain).
 
     domains: (N,) domain id of every window (window_domains); weights: one per domain, summing to 1.
     """
 
-    def __init__(self, windows, global_batch_size, domains, weights, metrics=None, index=None, seed=0,
-                 rank=0, world_size=1):
+    def __init__(self, windows, global_batch_size, domains, weights, metrics=None, index=None,
+                 seed=0, rank=0, world_size=1):
         super().__init__(windows, global_batch_size, metrics, index, seed, rank, world_size)
         self.domains = np.asarray(domains)  # (N,)
         self.weights = np.asarray(weights, dtype=np.float64)
@@ -92,7 +98,8 @@ class DomainSampler(CurriculumSampler):
             bag.add(added[self.domains[added] == k])
 
     def _draw(self):
-        """count_k ids from each domain's pass, shuffled so every rank's slice holds every domain."""
+        """count_k ids from each domain's pass, shuffled so every rank's slice holds
+        every domain."""
         parts = [bag.take(self.rng, n, self.mask) for bag, n in zip(self.bags, self.counts) if n]
         ids = np.concatenate(parts)
         self.rng.shuffle(ids)
@@ -104,7 +111,9 @@ class DomainSampler(CurriculumSampler):
         super()._update_pool()
         if self.pool_difficulties == before:
             return
-        sizes = np.bincount(self.domains[self.mask], minlength=len(self.bags))  # admitted per domain
+        # admitted per domain
+        sizes = np.bincount(self.domains[self.mask], minlength=len(self.bags))
         for k in np.flatnonzero((sizes == 0) & (self.weights > 0)):
-            raise ValueError(f"domain {k} has weight {self.weights[k]:g} but no admitted samples at step "
-                             f"{self.step} ({self.difficulties()}); give it weight 0 or raise min_difficulty")
+            raise ValueError(f"domain {k} has weight {self.weights[k]:g} but no admitted samples "
+                             f"at step {self.step} ({self.difficulties()}); give it weight 0 or "
+                             "raise min_difficulty")

@@ -1,15 +1,21 @@
 """
-Benchmarks that print ratios measured side by side in one run, as tables (`python bench.py ltd --help`: options).
+Benchmarks that print ratios measured side by side in one run, as tables
+(`python bench.py ltd --help`: options).
 
-    python bench.py analyzer   # our analyzer vs DeepSpeed's DataAnalyzer (when importable; else our rows only)
+    python bench.py analyzer   # our analyzer vs DeepSpeed's DataAnalyzer (when importable;
+                               # else our rows only)
     python bench.py sampler    # our sampler vs DeepSpeed's DeepSpeedDataSampler (when importable)
-    python bench.py ltd        # random-LTD step time vs the FLOP ratio (efficiency); on a GPU, GPT-2 small:
-        --n_embd=768 --n_head=12 --block_size=1024 --batch_size=16 --vocab_size=50304 --modes=eager,compiled
-    python bench.py dense      # our dense training step vs nanoGPT's model (--nanogpt=path/to/model.py)
+    python bench.py ltd        # random-LTD step time vs the FLOP ratio (efficiency);
+                               # on a GPU, GPT-2 small:
+        --n_embd=768 --n_head=12 --block_size=1024 --batch_size=16 --vocab_size=50304
+        --modes=eager,compiled
+    python bench.py dense      # our dense training step vs nanoGPT's model
+                               # (--nanogpt=path/to/model.py)
     python bench.py prepare    # data.py's peak memory on 30 and 150 MB of text: MB per extra MB
 
-Each table states device, torch version and threads, and the median (min-max) of rounds run interleaved (ours,
-theirs, ours, ...) after warm-up ones, so that drift in machine load hits every case alike.
+Each table states device, torch version and threads, and the median (min-max) of rounds run
+interleaved (ours, theirs, ours, ...) after warm-up ones, so that drift in machine load hits every
+case alike.
 """
 
 import json
@@ -42,32 +48,38 @@ DEVICE = ("auto", "auto (cuda:0 when torch sees a GPU, else cpu), cpu, cuda or c
 ROUNDS = "timed rounds each, interleaved, after warm-up ones"
 
 
-# --- shared: options, device, interleaved rounds, tables, DeepSpeed ---------------------------------------------------
+# --- shared: options, device, interleaved rounds, tables, DeepSpeed -------------------------------
 def options(what, argv, **fields):
-    """`bench.py what`'s options from name=(default, help) and --threads, by cli.parse; pins torch's threads."""
-    fields.setdefault("threads", (1, "torch intra-op threads (more than the free cores slows the cases unevenly)"))
-    cls = make_dataclass(f"{what}_options", [(name, type(d), cli.opt(d, h)) for name, (d, h) in fields.items()])
+    """`bench.py what`'s options from name=(default, help) and --threads, by cli.parse;
+    pins torch's threads."""
+    threads_help = "torch intra-op threads (more than the free cores slows the cases unevenly)"
+    fields.setdefault("threads", (1, threads_help))
+    field_specs = [(name, type(d), cli.opt(d, h)) for name, (d, h) in fields.items()]
+    cls = make_dataclass(f"{what}_options", field_specs)
     a = cli.parse(cls, argv, f"bench.py {what}")
     torch.set_num_threads(a.threads)
     return a
 
 
 def on_device(name):
-    """--device -> (device, autocast, sync before a clock read, label): bf16 autocast on CUDA, fp32 on CPU."""
+    """--device -> (device, autocast, sync before a clock read, label):
+    bf16 autocast on CUDA, fp32 on CPU."""
     device = resolve_device(name, torch.cuda.device_count())  # cpu or cuda:N, always with an index
     if device == "cpu":
         return device, nullcontext(), lambda: None, "cpu fp32"
-    return (device, torch.autocast("cuda", dtype=torch.bfloat16), lambda: torch.cuda.synchronize(device),
-            f"{torch.cuda.get_device_name(device)} bf16")
+    return (device, torch.autocast("cuda", dtype=torch.bfloat16),
+            lambda: torch.cuda.synchronize(device), f"{torch.cuda.get_device_name(device)} bf16")
 
 
-def stated(rounds, warmup=1, where="cpu"):  # the end of each table's title: what ran (threads as options pinned)
-    return f"{where}, torch {torch.__version__}, {torch.get_num_threads()} thread(s); median (min-max) of {rounds} " \
-           f"interleaved rounds after {warmup} warm-up"
+# the end of each table's title: what ran (threads as options pinned)
+def stated(rounds, warmup=1, where="cpu"):
+    return (f"{where}, torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
+            f"median (min-max) of {rounds} interleaved rounds after {warmup} warm-up")
 
 
 def interleaved(cases, rounds, warmup=1, sync=lambda: None):
-    """{name: fn} -> {name: [seconds of each timed round]}: a, b, a, b, ... with `sync` before each clock read."""
+    """{name: fn} -> {name: [seconds of each timed round]}: a, b, a, b, ... with `sync` before
+    each clock read."""
     times = {name: [] for name in cases}
     for i in range(warmup + rounds):
         for name, fn in cases.items():
@@ -90,7 +102,8 @@ def row(widths, *cells):  # right-aligned cells, left-aligned where the width is
 
 def table(times, scale, unit, work, work_unit):
     """A row per case, ours first: time (times scale), work per second, time / ours."""
-    W, ours = (-34, 28, 16, 12), statistics.median(next(iter(times.values())))
+    W = (-34, 28, 16, 12)
+    ours = statistics.median(next(iter(times.values())))
     row(W, "", unit, f"{work_unit}/s", "time / ours")
     for name, ts in times.items():
         m = statistics.median(ts)
@@ -98,24 +111,31 @@ def table(times, scale, unit, work, work_unit):
 
 
 def deepspeed_init(port):
-    """Import DeepSpeed and start the one-process Gloo group its data pipeline needs; None if not installed."""
+    """Import DeepSpeed and start the one-process Gloo group its data pipeline needs;
+    None if not installed."""
     try:
         import deepspeed.comm.torch  # binds deepspeed too
     except ImportError as e:
-        print(f"DeepSpeed is not importable ({e.__class__.__name__}: {e}): only our rows are printed")
+        print(f"DeepSpeed is not importable ({e.__class__.__name__}: {e}): "
+              "only our rows are printed")
         return None
-    for k, v in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", LOCAL_RANK="0", WORLD_SIZE="1").items():
+    group_env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", LOCAL_RANK="0",
+                     WORLD_SIZE="1")
+    for k, v in group_env.items():
         os.environ.setdefault(k, v)
-    deepspeed.comm.torch.build_shm_op = lambda: None  # its CPU shared-memory op crashes here; plain Gloo is enough
-    deepspeed.init_distributed(dist_backend="gloo")  # DataAnalyzer and DeepSpeedDataSampler synchronize with barriers
+    # its CPU shared-memory op crashes here; plain Gloo is enough
+    deepspeed.comm.torch.build_shm_op = lambda: None
+    # DataAnalyzer and DeepSpeedDataSampler synchronize with barriers
+    deepspeed.init_distributed(dist_backend="gloo")
     return deepspeed
 
 
-# --- analyzer: ours vs DeepSpeed's DataAnalyzer ----------------------------------------------------------------------
+# --- analyzer: ours vs DeepSpeed's DataAnalyzer ---------------------------------------------------
 def deepspeed_analyzer(bin_path, T, num_workers, out):
-    """vocab_rarity of every sample of bin_path by DeepSpeed's DataAnalyzer, into out, in two passes as
-    Megatron-DeepSpeed's analyze_data (count tokens, then score samples). It gets what a tuned user would give it:
-    each batch of 1000 samples as one (B, T+1) tensor, not 1000 single samples for its DataLoader to collate."""
+    """vocab_rarity of every sample of bin_path by DeepSpeed's DataAnalyzer, into out, in two passes
+    as Megatron-DeepSpeed's analyze_data (count tokens, then score samples). It gets what a tuned
+    user would give it: each batch of 1000 samples as one (B, T+1) tensor, not 1000 single samples
+    for its DataLoader to collate."""
     from deepspeed.runtime.data_pipeline.data_sampling.data_analyzer import DataAnalyzer
     from deepspeed.runtime.data_pipeline.data_sampling.indexed_dataset import MMapIndexedDataset
     windows = data.SampleWindows(bin_path, T)
@@ -127,92 +147,122 @@ def deepspeed_analyzer(bin_path, T, num_workers, out):
 
         def __getitems__(self, ids):  # its DataLoader asks for batch_size consecutive ids at a time
             assert ids[-1] - ids[0] == len(ids) - 1
-            return torch.from_numpy(windows.get_range(ids[0], ids[-1] + 1))  # (B, T+1) int64, one read
+            # (B, T+1) int64, one read
+            return torch.from_numpy(windows.get_range(ids[0], ids[-1] + 1))
 
-    kw = dict(batch_size=1000, num_threads=num_workers, num_threads_reduce=num_workers, collate_fn=lambda b: b,
-              metric_dtypes=[torch.int64], save_path=out)
-    DataAnalyzer(Batches(), metric_names=["total_vocab_freq"], metric_types=["accumulate_value_over_samples"],
-                 metric_functions=[lambda b: torch.bincount(b.flatten(), minlength=V)], **kw).run_map_reduce()
-    freq = MMapIndexedDataset(f"{out}/total_vocab_freq/total_vocab_freq_metric_value", skip_warmup=True)
-    counts = np.maximum(np.array(freq[0], dtype=np.float64), 1)  # subtle: copy while the mmap is open
+    kw = dict(batch_size=1000, num_threads=num_workers, num_threads_reduce=num_workers,
+              collate_fn=lambda b: b, metric_dtypes=[torch.int64], save_path=out)
+    DataAnalyzer(Batches(), metric_names=["total_vocab_freq"],
+                 metric_types=["accumulate_value_over_samples"],
+                 metric_functions=[lambda b: torch.bincount(b.flatten(), minlength=V)],
+                 **kw).run_map_reduce()
+    freq = MMapIndexedDataset(f"{out}/total_vocab_freq/total_vocab_freq_metric_value",
+                              skip_warmup=True)
+    # subtle: copy while the mmap is open
+    counts = np.maximum(np.array(freq[0], dtype=np.float64), 1)
     neg_log_p = torch.from_numpy(-np.log(counts / counts.sum()))
     DataAnalyzer(Batches(), metric_names=["vocab_rarity"], metric_types=["single_value_per_sample"],
-                 metric_functions=[lambda b: neg_log_p[b].sum(1).to(torch.int64)], **kw).run_map_reduce()
+                 metric_functions=[lambda b: neg_log_p[b].sum(1).to(torch.int64)],
+                 **kw).run_map_reduce()
 
 
 def bench_analyzer(args):
-    """Seconds to score and sort the same first num_samples samples: ours, and DeepSpeed's when importable."""
+    """Seconds to score and sort the same first num_samples samples:
+    ours, and DeepSpeed's when importable."""
     a = options("analyzer", args, data_dir=("", 'a prepared corpus; "" = the standard library'),
                 block_size=(128, "T"), num_samples=(50000, "analyze the first this many samples"),
-                num_workers=(1, "our worker processes, and DeepSpeed's num_threads"), rounds=(5, ROUNDS))
-    data_dir, T, work = prepare.corpus_dir(a.data_dir), a.block_size, tempfile.mkdtemp(prefix="bench_analyzer_")
+                num_workers=(1, "our worker processes, and DeepSpeed's num_threads"),
+                rounds=(5, ROUNDS))
+    data_dir = prepare.corpus_dir(a.data_dir)
+    T = a.block_size
+    work = tempfile.mkdtemp(prefix="bench_analyzer_")
     src = data.SampleWindows(os.path.join(data_dir, "train.bin"), T)
-    n, bin_path = min(a.num_samples, len(src)), os.path.join(work, "train.bin")
-    np.asarray(src.data[: n * T + 1]).tofile(bin_path)  # the same first n samples, for both analyzers
+    n = min(a.num_samples, len(src))
+    bin_path = os.path.join(work, "train.bin")
+    # the same first n samples, for both analyzers
+    np.asarray(src.data[: n * T + 1]).tofile(bin_path)
     shutil.copy(os.path.join(data_dir, "meta.json"), work)
-    cases = {"ours: counts, rarity, sort": lambda: analyzer.build_index(  # each round into a fresh directory
+    # each round into a fresh directory
+    cases = {"ours: counts, rarity, sort": lambda: analyzer.build_index(
         bin_path, T, ["vocab_rarity"], tempfile.mkdtemp(dir=work), a.num_workers, verbose=False)}
     if deepspeed_init(29533):
-        cases["DeepSpeed DataAnalyzer, 2 passes"] = lambda: deepspeed_analyzer(bin_path, T, a.num_workers,
-                                                                               tempfile.mkdtemp(dir=work))
+        cases["DeepSpeed DataAnalyzer, 2 passes"] = lambda: deepspeed_analyzer(
+            bin_path, T, a.num_workers, tempfile.mkdtemp(dir=work))
     times = interleaved(cases, a.rounds)
-    print(f"analyzer: vocab_rarity of {n:,} samples of {T}+1 tokens, {a.num_workers} worker(s), " + stated(a.rounds))
+    print(f"analyzer: vocab_rarity of {n:,} samples of {T}+1 tokens, {a.num_workers} worker(s), "
+          + stated(a.rounds))
     table(times, 1, "seconds", n * (T + 1), "tokens")
     shutil.rmtree(work)
 
 
-# --- sampler: ours vs DeepSpeedDataSampler ---------------------------------------------------------------------------
+# --- sampler: ours vs DeepSpeedDataSampler --------------------------------------------------------
 def deepspeed_sampler(deepspeed, entry, index_to_sample, work, N, G):
-    """-> next global batch of DeepSpeedDataSampler under one curriculum_metrics `entry`, the sorted ids written
-    under work in its layout."""
+    """-> next global batch of DeepSpeedDataSampler under one curriculum_metrics `entry`, the sorted
+    ids written under work in its layout."""
     from deepspeed.runtime.data_pipeline.data_sampling import utils
     from deepspeed.runtime.data_pipeline.data_sampling.data_sampler import DeepSpeedDataSampler
-    path = os.path.join(work, "m_index_to_sample_percentile_merged")  # DeepSpeed's layout: 100 rows of sorted ids
+    # DeepSpeed's layout: 100 rows of sorted ids
+    path = os.path.join(work, "m_index_to_sample_percentile_merged")
     builder = utils.create_mmap_dataset_builder(path, np.int64)
     for chunk in np.array_split(index_to_sample, 100):
         builder.add_item(torch.from_numpy(chunk))
     utils.close_mmap_dataset_builder(builder, path)
-    metric = dict(entry, index_to_sample_path=path, index_to_metric_path=path, clustering_type="schedule_based")
-    cl = {"enabled": True, "data_cluster_path": f"{work}/clusters", "curriculum_metrics": {"m": metric}}
+    metric = dict(entry, index_to_sample_path=path, index_to_metric_path=path,
+                  clustering_type="schedule_based")
+    cl = {"enabled": True, "data_cluster_path": f"{work}/clusters",
+          "curriculum_metrics": {"m": metric}}
     ds_config = {"seed": 0, "data_sampling": {"num_epochs": 1, "curriculum_learning": cl}}
-    return DeepSpeedDataSampler(ds_config, N, G, 0, 1, deepspeed.comm.get_world_group(), 1, 0).get_next_global_batch
+    sampler = DeepSpeedDataSampler(ds_config, N, G, 0, 1, deepspeed.comm.get_world_group(), 1, 0)
+    return sampler.get_next_global_batch
 
 
 def bench_sampler(args):
-    """ms per global batch on one percentile index of a random metric: a steady pool, and one growing each step."""
+    """ms per global batch on one percentile index of a random metric: a steady pool, and one
+    growing each step."""
     a = options("sampler", args, num_samples=(1_000_000, "N, samples in the index"),
-                global_batch_size=(512, "ids per global batch"), steps=(200, "batches per round in the steady case"),
-                rounds=(6, ROUNDS))
+                global_batch_size=(512, "ids per global batch"),
+                steps=(200, "batches per round in the steady case"), rounds=(6, ROUNDS))
     N, G = a.num_samples, a.global_batch_size
-    index_to_sample = np.random.default_rng(0).permutation(N).astype(np.int64)  # a random metric's sorted index
-    grow = 98 // (a.rounds + 1)  # each round draws the next `grow` steps of one run that admits 1% more per step
+    # a random metric's sorted index
+    index_to_sample = np.random.default_rng(0).permutation(N).astype(np.int64)
+    # each round draws the next `grow` steps of one run that admits 1% more per step
+    grow = 98 // (a.rounds + 1)
     linear = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
-              "schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 99, "difficulty_step": 1}}
-    steady = dict(linear, min_difficulty=50, schedule_config={"total_curriculum_step": 10**9, "difficulty_step": 1})
-    ids = type("Ids", (), {"__len__": lambda self: N, "block_size": 1})()  # ids only: no tokens are read
+              "schedule_type": "fixed_linear",
+              "schedule_config": {"total_curriculum_step": 99, "difficulty_step": 1}}
+    steady = dict(linear, min_difficulty=50,
+                  schedule_config={"total_curriculum_step": 10**9, "difficulty_step": 1})
+    # ids only: no tokens are read
+    ids = type("Ids", (), {"__len__": lambda self: N, "block_size": 1})()
     index = {"m": {"index_to_sample": index_to_sample, "index_to_metric": None}}
-    deepspeed, work = deepspeed_init(29534), tempfile.mkdtemp(prefix="bench_sampler_")
+    deepspeed = deepspeed_init(29534)
+    work = tempfile.mkdtemp(prefix="bench_sampler_")
     for pool, entry, k in (("steady pool (percentile 50)", steady, a.steps),
                            (f"pool growing by {N // 100:,} ids per step", linear, grow)):
-        draws = {"ours: CurriculumSampler": CurriculumSampler(ids, G, {"m": entry}, index).global_ids}
+        sampler = CurriculumSampler(ids, G, {"m": entry}, index)
+        draws = {"ours: CurriculumSampler": sampler.global_ids}
         if deepspeed:
             draws["DeepSpeedDataSampler"] = deepspeed_sampler(deepspeed, entry, index_to_sample,
                                                               tempfile.mkdtemp(dir=work), N, G)
-        rounds = {who: lambda draw=draw, k=k: [draw() for _ in range(k)] for who, draw in draws.items()}  # k batches
-        print(f"sampler, {pool}: {N:,} samples, global batch {G}, {k} batches a round; " + stated(a.rounds))
+        rounds = {who: lambda draw=draw, k=k: [draw() for _ in range(k)]  # k batches
+                  for who, draw in draws.items()}
+        print(f"sampler, {pool}: {N:,} samples, global batch {G}, {k} batches a round; "
+              + stated(a.rounds))
         table(interleaved(rounds, a.rounds), 1000 / k, "ms per batch", G * k, "ids")
     shutil.rmtree(work)
 
 
-# --- random-LTD: step time vs FLOPs ----------------------------------------------------------------------------------
+# --- random-LTD: step time vs FLOPs ---------------------------------------------------------------
 def bench_ltd(args):
-    """Training-step time (forward + backward) with random-LTD at several kept ratios vs the FLOPs it saves:
-    efficiency = (1 - t_ltd / t_dense) / (1 - flops_ltd / flops_dense), 1.0 when the wall clock falls exactly as
-    much as the counted FLOPs (the paper: about 0.77 on GPUs). Returns {r: (time ratio, FLOP ratio)}, first mode."""
+    """Training-step time (forward + backward) with random-LTD at several kept ratios vs the FLOPs
+    it saves: efficiency = (1 - t_ltd / t_dense) / (1 - flops_ltd / flops_dense), 1.0 when the
+    wall clock falls exactly as much as the counted FLOPs (the paper: about 0.77 on GPUs).
+    Returns {r: (time ratio, FLOP ratio)}, first mode."""
     a = options("ltd", args, n_layer=(12, "transformer blocks"), n_head=(6, "attention heads"),
-                n_embd=(384, "residual width"), block_size=(512, "T"), batch_size=(4, "B"), vocab_size=(257, "V"),
-                modes=("eager", "eager and/or compiled"), ratios=("0.75,0.5,0.25", "kept ratios r/T to measure"),
-                iters=(6, ROUNDS), device=DEVICE)
+                n_embd=(384, "residual width"), block_size=(512, "T"), batch_size=(4, "B"),
+                vocab_size=(257, "V"), modes=("eager", "eager and/or compiled"),
+                ratios=("0.75,0.5,0.25", "kept ratios r/T to measure"), iters=(6, ROUNDS),
+                device=DEVICE)
     device, ctx, sync, where = on_device(a.device)
     torch.manual_seed(0)
     T, B = a.block_size, a.batch_size
@@ -221,9 +271,14 @@ def bench_ltd(args):
     x = torch.randint(0, a.vocab_size, (B, T + 1), device=device)
     gen = torch.Generator(device=device).manual_seed(0)
     keeps = [T] + [max(1, int(T * float(r))) for r in a.ratios.split(",")]  # T = dense
-    # (dense, LTD) nets per mode; compiled as train.py does: a dense run static, an LTD run with symbolic shapes
-    modes = {m: (compile_model(model, False), compile_model(model, True)) if m == "compiled" else (model, model)
-             for m in a.modes.split(",")}
+    # (dense, LTD) nets per mode; compiled as train.py does: a dense run static, an LTD run with
+    # symbolic shapes
+    modes = {}
+    for m in a.modes.split(","):
+        if m == "compiled":
+            modes[m] = (compile_model(model, False), compile_model(model, True))
+        else:
+            modes[m] = (model, model)
     def step(nets, keep):
         ltd_idx = model.sample_ltd_indices(B, T, keep, gen)  # drawn outside the compiled forward
         with ctx:
@@ -235,26 +290,32 @@ def bench_ltd(args):
         with FlopCounterMode(display=False) as fc:
             step((model, model), keep)
         flops[keep] = fc.get_total_flops()
-    times = interleaved({(m, k): lambda m=m, k=k: step(modes[m], k) for m in modes for k in keeps}, a.iters, 2, sync)
+    cases = {(m, k): lambda m=m, k=k: step(modes[m], k) for m in modes for k in keeps}
+    times = interleaved(cases, a.iters, 2, sync)
     med = {c: statistics.median(t) for c, t in times.items()}
-    print(f"random-LTD, {a.n_layer} layers (dropping {len(model.ltd_layers)}), n_embd {a.n_embd}, T {T}, "
-          f"batch {B}, vocab {a.vocab_size}, " + stated(a.iters, 2, where))
+    print(f"random-LTD, {a.n_layer} layers (dropping {len(model.ltd_layers)}), n_embd {a.n_embd}, "
+          f"T {T}, batch {B}, vocab {a.vocab_size}, " + stated(a.iters, 2, where))
     W = (8, 8, 5, 22, 10, 10, 10)
     row(W, "mode", "kept r/T", "r", "ms/step", "time ratio", "FLOP ratio", "efficiency")
     for m, k in times:
-        tr, fr = med[m, k] / med[m, T], flops[k] / flops[T]
+        tr = med[m, k] / med[m, T]
+        fr = flops[k] / flops[T]
         eff = (1 - tr) / (1 - fr) if k < T else float("nan")
-        row(W, m, f"{k / T:.2f}", k, med_range(times[m, k], 1000), f"{tr:.3f}", f"{fr:.3f}", f"{eff:.2f}")
+        row(W, m, f"{k / T:.2f}", k, med_range(times[m, k], 1000), f"{tr:.3f}", f"{fr:.3f}",
+            f"{eff:.2f}")
     m = next(iter(modes))
     return {k: (med[m, k] / med[m, T], flops[k] / flops[T]) for k in keeps}
 
 
-# --- dense training step: ours vs nanoGPT's model at the same config ------------------------------------------------
+# --- dense training step: ours vs nanoGPT's model at the same config ------------------------------
 def bench_dense(args):
-    """A training step (forward, backward, clip, AdamW) of our GPT and nanoGPT's alike: {name: median seconds}."""
-    a = options("dense", args, nanogpt=("", "path to karpathy/nanoGPT's model.py (not shipped here)"),
-                n_layer=(4, "transformer blocks"), n_head=(4, "attention heads"), n_embd=(128, "residual width"),
-                block_size=(128, "T"), batch_size=(16, "B"), iters=(30, ROUNDS), device=DEVICE)
+    """A training step (forward, backward, clip, AdamW) of our GPT and nanoGPT's alike:
+    {name: median seconds}."""
+    a = options("dense", args,
+                nanogpt=("", "path to karpathy/nanoGPT's model.py (not shipped here)"),
+                n_layer=(4, "transformer blocks"), n_head=(4, "attention heads"),
+                n_embd=(128, "residual width"), block_size=(128, "T"), batch_size=(16, "B"),
+                iters=(30, ROUNDS), device=DEVICE)
     device, ctx, sync, where = on_device(a.device)
     classes = {"ours (model.py)": (GPT, GPTConfig)}
     if a.nanogpt:
@@ -262,8 +323,10 @@ def bench_dense(args):
         classes["nanoGPT (--nanogpt)"] = (ref["GPT"], ref["GPTConfig"])
     else:
         print("no nanoGPT row: pass --nanogpt=path/to/nanoGPT/model.py for the comparison")
-    x = torch.randint(0, 257, (a.batch_size, a.block_size + 1), generator=torch.Generator().manual_seed(0))
-    xy = x[:, :-1].contiguous().to(device), x[:, 1:].contiguous().to(device)  # as nanoGPT's get_batch makes them
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 257, (a.batch_size, a.block_size + 1), generator=gen)
+    # as nanoGPT's get_batch makes them
+    xy = x[:, :-1].contiguous().to(device), x[:, 1:].contiguous().to(device)
     def step(model, opt):  # as train.py's, with one micro-step
         with ctx:
             _, loss = model(*xy)
@@ -274,18 +337,20 @@ def bench_dense(args):
 
     cases = {}
     for name, (Model, Config) in classes.items():
-        model = Model(Config(block_size=a.block_size, vocab_size=257, n_layer=a.n_layer, n_head=a.n_head,
-                             n_embd=a.n_embd, dropout=0.0, bias=False)).to(device).train()
-        opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), device.split(":")[0])  # "cuda": fused AdamW
+        model = Model(Config(block_size=a.block_size, vocab_size=257, n_layer=a.n_layer,
+                             n_head=a.n_head, n_embd=a.n_embd, dropout=0.0,
+                             bias=False)).to(device).train()
+        # "cuda": fused AdamW
+        opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), device.split(":")[0])
         cases[name] = lambda model=model, opt=opt: step(model, opt)
     times = interleaved(cases, a.iters, warmup=3, sync=sync)
-    print(f"dense training step: {a.n_layer} layers, n_embd {a.n_embd}, T {a.block_size}, batch {a.batch_size}, "
-          + stated(a.iters, 3, where))
+    print(f"dense training step: {a.n_layer} layers, n_embd {a.n_embd}, T {a.block_size}, "
+          f"batch {a.batch_size}, " + stated(a.iters, 3, where))
     table(times, 1000, "ms/step", a.batch_size * a.block_size, "tokens")
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-# --- prepare: peak memory against input size ---------------------------------------------------
+# --- prepare: peak memory against input size ------------------------------------------------------
 # subtle: VmHWM (this process's peak RSS), not ru_maxrss, which keeps the forking parent's size
 PREPARE = """import sys
 from support import prepare
@@ -301,7 +366,8 @@ def stdlib_copies(src, mb):
     files = sorted(os.path.join(d, f) for d, _, names in os.walk(root) if "site-packages" not in d
                    for f in names if f.endswith(".py"))
     os.makedirs(src)
-    size, k = 0, 0
+    size = 0
+    k = 0
     while size < mb * 1e6:  # copy k: file k % len(files)
         with open(files[k % len(files)], "rb") as f:
             text = f"# copy {k}\n".encode() + f.read()
@@ -312,9 +378,10 @@ def stdlib_copies(src, mb):
 
 
 def bench_prepare(args):
-    """Peak resident memory (Linux's VmHWM) of `python data.py SRC --out_dir=OUT`, as prepare.prepare
-    in a fresh process, on two inputs of standard-library copies: MB of peak RSS per extra MB of
-    input. Inputs below a few MB do not fill data.py's 1M-token buffers: use larger ones."""
+    """Peak resident memory (Linux's VmHWM) of `python data.py SRC --out_dir=OUT`, as
+    prepare.prepare in a fresh process, on two inputs of standard-library copies: MB of peak RSS
+    per extra MB of input. Inputs below a few MB do not fill data.py's 1M-token buffers: use
+    larger ones."""
     a = options("prepare", args, sizes_mb=("30,150", "the two input sizes in MB"),
                 rounds=(3, ROUNDS))
     small, large = map(float, a.sizes_mb.split(","))
@@ -322,7 +389,8 @@ def bench_prepare(args):
     env = {**os.environ, "OMP_NUM_THREADS": str(a.threads)}  # the child's numpy, as torch's here
     try:
         inputs = {mb: stdlib_copies(os.path.join(work, f"src{mb:g}"), mb) for mb in (small, large)}
-        peaks, n_documents = {mb: [] for mb in inputs}, {}
+        peaks = {mb: [] for mb in inputs}
+        n_documents = {}
         for i in range(1 + a.rounds):  # interleaved: small, large, small, ...; round 0 warms up
             for mb in inputs:
                 cmd = [sys.executable, "-c", PREPARE, os.path.join(work, f"src{mb:g}"),
@@ -354,7 +422,8 @@ def main(argv=None):
         print(f"usage: python bench.py {{{','.join(benches)}}} [--key=value ...]\n{__doc__}")
         return
     if argv[0] not in benches:
-        sys.exit(f"error: no benchmark {argv[0]!r}; pick one of {', '.join(benches)} (python bench.py --help)")
+        sys.exit(f"error: no benchmark {argv[0]!r}; pick one of {', '.join(benches)} "
+                 "(python bench.py --help)")
     try:
         benches[argv[0]](argv[1:])  # the rest are its own options (bench.py ltd --help)
     except ValueError as e:  # bad options, or a --device this machine lacks: one line, no traceback

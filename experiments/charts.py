@@ -72,7 +72,8 @@ def png_chart(path, loss_curves, target, speedups):
     ax.axhline(target, color="gray", linestyle="--", label=f"baseline at 100%: {target:.4f}")
     ax.set(xlabel="effective tokens", ylabel="val loss (mean over seeds)", title="val loss at 100%")
     ax.legend()
-    names, most = list(speedups), 1.0
+    names = list(speedups)
+    most = 1.0
     for what, shift in (("eff. tokens", -0.2), ("wall-clock", 0.2)):
         values = [speedups[n][what][0] or 0 for n in names]  # 0: not reached
         bx.barh(np.arange(len(names)) + shift, values, height=0.4, label=what)

@@ -123,7 +123,8 @@ def planned_steps(args):
     seqlen = [CurriculumScheduler(e) for name, e in metrics.items() if name in SEQLEN_METRICS]
     kept = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
     n_ltd = (len(ltd["random_ltd_layer_id"]) or cfg.n_layer - 2) if ltd else 0  # model's 1..L-2
-    total, t = 0, 0  # layer-tokens so far, steps taken
+    total = 0  # layer-tokens so far
+    t = 0  # steps taken
     while not (cfg.max_iters and t >= cfg.max_iters):
         if cfg.max_tokens and total / cfg.n_layer >= cfg.max_tokens:  # train.py's float test
             break
@@ -150,7 +151,8 @@ def arm_args(spec, name, f, lr):
     The budget is f * budget_steps dense steps of G rows of T tokens. The curricula run over the
     first 40% of its dense steps, random-LTD's kept length over 60% (train.py's defaults).
     """
-    T, G = int(flag(spec["model"], "block_size")), int(flag(spec["model"], "batch_size"))
+    T = int(flag(spec["model"], "block_size"))
+    G = int(flag(spec["model"], "batch_size"))
     steps = max(1, int(f * spec["budget_steps"]))
     tokens = steps * G * T
     rows = G
@@ -191,21 +193,26 @@ def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), lr_power=0.0
 
 
 def ratio_spec(ratio, n_embd, n_layer=4, T=128, G=16, vocab=257):
-    """A size whose 100% budget is `ratio` tokens per parameter: a smaller model is trained on more tokens."""
-    params = GPT(GPTConfig(block_size=T, vocab_size=vocab, n_layer=n_layer, n_head=4, n_embd=n_embd)).get_num_params()
-    model = [f"--n_layer={n_layer}", "--n_head=4", f"--n_embd={n_embd}", f"--block_size={T}", f"--batch_size={G}"]
+    """A size whose 100% budget is `ratio` tokens per parameter:
+    a smaller model is trained on more tokens."""
+    params = GPT(GPTConfig(block_size=T, vocab_size=vocab, n_layer=n_layer, n_head=4,
+                           n_embd=n_embd)).get_num_params()
+    model = [f"--n_layer={n_layer}", "--n_head=4", f"--n_embd={n_embd}", f"--block_size={T}",
+             f"--batch_size={G}"]
     budget_steps = max(1, round(ratio * params / (G * T)))
     return {"model": model, "budget_steps": budget_steps, "eval_samples": 640, "params": params}
 
 
 def check_one_pass(cases, data_dir, allow_repeats):
-    """The train split's trainable tokens (windows * T); a largest budget above one pass is refused."""
+    """The train split's trainable tokens (windows * T); a largest budget above
+    one pass is refused."""
     budget, T = max((int(flag(c[3], "max_tokens")), int(flag(c[3], "block_size"))) for c in cases)
     d = prepare.corpus_dir(data_dir)
     have = len(data.SampleWindows(os.path.join(d, "train.bin"), T)) * T
     if not allow_repeats:
-        check_passes([budget], [have], [d], "the largest budget", "use a bigger corpus "
-                     "(python data.py --installed --out_dir=...), a smaller --size, or --allow_repeats")
+        check_passes([budget], [have], [d], "the largest budget",
+                     "use a bigger corpus (python data.py --installed --out_dir=...), "
+                     "a smaller --size, or --allow_repeats")
     return have
 
 
@@ -315,7 +322,8 @@ def print_lr_sweep(label, lrs, by_lr, best):
 def print_grid(label, spec, res, fracs, lr_source):
     """One size's runs: val loss (mean and each seed's), steps, rows, tokens, passes, seconds."""
     params = f"{spec['params']:,} parameters, " if "params" in spec else ""
-    G, T = int(flag(spec["model"], "batch_size")), int(flag(spec["model"], "block_size"))
+    G = int(flag(spec["model"], "batch_size"))
+    T = int(flag(spec["model"], "block_size"))
     print(f"\n{label}: {params}budget 100% = {spec['budget_steps']} dense steps of {G} x {T} = "
           f"{spec['budget_steps'] * G * T:,} effective tokens; LR per arm {lr_source}")
     print(f"{'arm':22} {'lr':>7} {'budget':>6} {'val loss':>8} {'(seeds)':>15} {'steps':>6} "
@@ -389,7 +397,8 @@ def check_grid(a):
     if "baseline" not in names or not set(names) <= set(ARMS):
         raise ValueError(f"--cases={a.cases}: give a subset of {', '.join(ARMS)} with baseline "
                          "(the reference)")
-    fracs, ratios = numbers("fractions", a.fractions), numbers("ratios", a.ratios)
+    fracs = numbers("fractions", a.fractions)
+    ratios = numbers("ratios", a.ratios)
     lrs = numbers("lrs", a.lrs)
     if not fracs or min(fracs + ratios) <= 0:
         raise ValueError(f"--fractions={a.fractions} --ratios={a.ratios}: give numbers above 0, "

@@ -29,7 +29,8 @@ def numbers(name, text):
     try:
         return [float(fractions.Fraction(s)) for s in text.split(",") if s.strip()]
     except (ValueError, ZeroDivisionError):
-        raise ValueError(f"--{name}={text!r} must be comma-separated numbers or fractions, e.g. 1/3,3") from None
+        raise ValueError(f"--{name}={text!r} must be comma-separated numbers or fractions, "
+                         "e.g. 1/3,3") from None
 
 
 def seed_list(text):
@@ -40,24 +41,29 @@ def seed_list(text):
 
 
 def check_passes(amounts, have, names, what, fix):
-    """Refuse a plan that would draw any of names' training tokens (have) more than once: data never repeats."""
+    """Refuse a plan that would draw any of names' training tokens (have) more than once:
+    data never repeats."""
     passes = np.asarray(amounts, dtype=np.float64) / np.asarray(have, dtype=np.float64)
     k = int(np.argmax(passes))
     if passes[k] > 1:
-        raise ValueError(f"{what} would draw {amounts[k]:,.0f} tokens of {names[k]}, {passes[k]:.2f} passes over "
-                         f"its {have[k]:,.0f} training tokens (data would repeat); {fix}")
+        raise ValueError(f"{what} would draw {amounts[k]:,.0f} tokens of {names[k]}, "
+                         f"{passes[k]:.2f} passes over its {have[k]:,.0f} training tokens "
+                         f"(data would repeat); {fix}")
 
 
 def train_run(args, log=None):
-    """One train.py run from its --key=value flags, printing to stdout or to the file log -> (config, results).
-    Without --device, train.py picks cuda:LOCAL_RANK on a GPU machine, else the CPU."""
+    """One train.py run from its --key=value flags, printing to stdout or to the file log
+    -> (config, results). Without --device, train.py picks cuda:LOCAL_RANK on a GPU machine,
+    else the CPU."""
     cfg = config.parse_args(args)
-    with open(log, "w") if log else contextlib.nullcontext(sys.stdout) as f, contextlib.redirect_stdout(f):
+    log_file = open(log, "w") if log else contextlib.nullcontext(sys.stdout)
+    with log_file as f, contextlib.redirect_stdout(f):
         return cfg, train.train(cfg)
 
 
 def cli(run, cls, prog, doc, argv):
-    """run(argv parsed into the dataclass cls; --help shows doc's command lines), bad input as one line, exit 1."""
+    """run(argv parsed into the dataclass cls; --help shows doc's command lines), bad input as
+    one line, exit 1."""
     try:
         return run(parse(cls, sys.argv[1:] if argv is None else argv, prog, doc.split("\n\n")[1]))
     except (ValueError, OSError) as e:
@@ -146,13 +152,16 @@ def run_all(runs, jobs):
         return done
     ctx = multiprocessing.get_context("spawn")  # subtle: a forked child inherits torch's threads
     gpus = torch.cuda.device_count()
-    results, tasks, procs = ctx.Queue(), [], []
+    results = ctx.Queue()
+    tasks = []
+    procs = []
     for k in range(jobs):
         device = f"cuda:{k % gpus}" if gpus else "cpu"  # a GPU each (shared past the GPU count)
         tasks.append(ctx.Queue())
         procs.append(ctx.Process(target=worker, args=(k, device, tasks[k], results)))
         procs[k].start()
-    todo, busy = list(runs), {}  # busy: worker k -> (key, log, title) of its run
+    todo = list(runs)
+    busy = {}  # busy: worker k -> (key, log, title) of its run
     try:
         while todo or busy:
             for k in range(jobs):
