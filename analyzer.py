@@ -26,18 +26,15 @@ But:
 
 import json
 import os
-import sys
-from dataclasses import dataclass
 
 import numpy as np
 from tqdm import tqdm
 
 import data
-from support import index
-from support.cli import opt, parse
 from support.files import atomic_write
-from support.index import KEYS, parallel_map
-from support.prepare import corpus_dir
+from support.pool import parallel_map
+
+KEYS = ("sample_to_metric", "index_to_sample", "index_to_metric")  # a metric's three arrays
 
 # -----------------------------------------------------------------------------
 # metrics: fn(samples int64 [B, T+1], neg_log_p [V] = -ln p(u) of the train split's tokens) -> [B]
@@ -152,58 +149,7 @@ def load_index(index_dir, name):
     return {k: np.load(os.path.join(index_dir, name, k + ".npy"), mmap_mode="r") for k in KEYS}
 
 
-def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbose=True):
-    """name -> {sample_to_metric, index_to_sample, index_to_metric}, building what is missing, stale
-    or damaged (support/index.py says which, and why)."""
-    unknown = [n for n in names if n not in METRICS]
-    if unknown:
-        raise ValueError(f"unknown metric {unknown[0]!r}; known: {', '.join(METRICS)}")
-    infos = {n: index.describe(bin_path, block_size, n, METRICS[n]) for n in names}
-    stale = []
-    for n in names:
-        why = index.why_stale(index_dir, n, infos[n])
-        if why and verbose and os.path.isdir(os.path.join(index_dir, n)):  # a first build: no note
-            print(f"index {os.path.join(index_dir, n)}: {why}; rebuilding")
-        if why:
-            stale.append(n)
-            index.forget(index_dir, n)
-    if stale:
-        n_jobs = -(-infos[stale[0]]["num_samples"] // max(1, (1 << 23) // (block_size + 1)))
-        workers = num_workers or min(os.cpu_count() or 1, n_jobs)
-        build_index(bin_path, block_size, stale, index_dir, workers, verbose)
-        for n in stale:
-            index.finish(index_dir, n, infos[n])
-        if verbose:
-            print(f"built index {', '.join(stale)} in {index_dir}")
-    return {n: load_index(index_dir, n) for n in names}
+if __name__ == "__main__":  # building and caching the index is support code (support/index.py)
+    from support.index import main
 
-
-@dataclass
-class AnalyzeConfig:
-    data_dir: str = opt("", 'holds train.bin ("" = the standard library corpus, '
-                            'prepared on first use)')
-    block_size: int = opt(128, "T: samples are windows of T+1 tokens")
-    metrics: str = opt("vocab_rarity", f"comma-separated, from: {', '.join(METRICS)}")
-    index_dir: str = opt("", '"" = <data_dir>/index')
-    num_workers: int = opt(0, "worker processes (0 = one per CPU)")
-
-
-def main(argv=None):
-    try:
-        argv = sys.argv[1:] if argv is None else argv
-        a = parse(AnalyzeConfig, argv, "analyzer.py", __doc__.split("\n")[1])
-        data_dir = corpus_dir(a.data_dir)
-        index_dir = a.index_dir or os.path.join(data_dir, "index")
-        names = a.metrics.split(",")
-        built = ensure_index(os.path.join(data_dir, "train.bin"), a.block_size, names, index_dir,
-                             a.num_workers or None)
-        for n in names:
-            n_samples = len(built[n]["index_to_sample"])
-            print(f"index {os.path.join(index_dir, n)}: {n_samples:,} samples "
-                  f"of {a.block_size}+1 tokens, up to date")
-    except (ValueError, OSError) as e:
-        sys.exit(f"error: {e}")
-
-
-if __name__ == "__main__":
     main()

@@ -52,7 +52,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-import analyzer
 import config
 import data
 from experiments.charts import MARKS, mean_curve, png_chart, speedup_bars, text_chart
@@ -61,7 +60,7 @@ from model import GPT, GPTConfig
 from random_ltd import layer_tokens
 from sampler import SEQLEN_METRICS
 from scheduler import CurriculumScheduler, RandomLTDScheduler
-from support import prepare
+from support import index, prepare
 from support.cli import opt
 
 # --- the grid: sizes, arms, each arm's LR and train.py flags -------------------------------------
@@ -430,7 +429,7 @@ def grid(a):
     d = prepare.corpus_dir(a.data_dir)
     index_T = {int(flag(c[3], "block_size")) for cs in plans.values() for c in cs if "CL" in c[0]}
     for T in sorted(index_T):  # subtle: built here, once: runs at once would race to build it
-        analyzer.ensure_index(os.path.join(d, "train.bin"), T, ["vocab_rarity"],
+        index.ensure_index(os.path.join(d, "train.bin"), T, ["vocab_rarity"],
                               os.path.join(d, "index"))
     done = {}  # {a run's flags: its summary}
     lr_source = dict.fromkeys(specs, "from LRS in reproduce.py (--lrs=... sweeps them)")

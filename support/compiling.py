@@ -13,14 +13,14 @@ import torch.nn as nn
 
 
 def compile_model(model, shapes_change, **kwargs):
-    """torch.compile(model) for training; shapes_change: T, r or B change during the run (a sequence-length
-    curriculum, random-LTD, seqlen_reshape).
+    """torch.compile(model) for training; shapes_change: T, r or B change during the run (a
+    sequence-length curriculum, random-LTD, seqlen_reshape).
 
-    With shapes_change every input dimension is symbolic from the first step, so each mode (train dense,
-    train LTD, eval) compiles once. subtle: PyTorch's default instead compiles static shapes first and again
-    when a dimension first changes, per mode and per dimension, which creeps towards dynamo's limit of 8
-    graphs per function (past it, that function runs eager after one warning). A run whose shapes never
-    change keeps static shapes.
+    With shapes_change every input dimension is symbolic from the first step, so each mode (train
+    dense, train LTD, eval) compiles once. subtle: PyTorch's default instead compiles static shapes
+    first and again when a dimension first changes, per mode and per dimension, which creeps
+    towards dynamo's limit of 8 graphs per function (past it, that function runs eager after one
+    warning). A run whose shapes never change keeps static shapes.
     """
     if not shapes_change:
         return torch.compile(model, **kwargs)
@@ -46,5 +46,6 @@ class NoDuckSizing(nn.Module):
 
 
 def compile_count():
-    """Graphs torch.compile built so far in this process: each compilation and recompilation adds one."""
+    """Graphs torch.compile built so far in this process: each compilation or recompilation adds
+    one."""
     return torch._dynamo.utils.counters["stats"]["unique_graphs"]

@@ -1,58 +1,29 @@
 """
-The curriculum index's cache and worker pool: what analyzer.py needs to be fast and never stale.
+The curriculum index's cache: analyzer.py's index, built once and rebuilt whenever it is stale.
 
-- parallel_map(fn, jobs, num_workers) is map(fn, jobs), in forked worker processes when
-  num_workers > 1 (the analyzer's two passes over the token file);
-- info.json, written last beside a metric's three .npy files, records what was analyzed: the data
-  file (size and mtime), T, N and the metric's code (a sha256 of its source). An index whose
-  info.json is missing or describes anything else, or whose arrays do not load with the right
-  shape, is rebuilt with a one-line note, never used.
+    python analyzer.py --metrics=vocab_rarity    # build (or check) the index of the default corpus
+
+info.json, written last beside a metric's three .npy files, records what was analyzed: the data
+file (size and mtime), T, N and the metric's code (a sha256 of its source). An index whose
+info.json is missing or describes anything else, or whose arrays do not load with the right shape,
+is rebuilt with a one-line note, never used.
 """
 
 import hashlib
 import inspect
 import json
 import marshal
-import multiprocessing as mp
 import os
-import signal
+import sys
+from dataclasses import dataclass
 
 import numpy as np
 
+import analyzer
+from analyzer import KEYS, METRICS
+from support.cli import opt, parse
 from support.files import atomic_write
-
-KEYS = ("sample_to_metric", "index_to_sample", "index_to_metric")
-
-# -----------------------------------------------------------------------------
-# map in worker processes
-
-
-def parallel_map(fn, jobs, num_workers):
-    """fn over jobs, in num_workers forked processes (in this one when 1), results as they come."""
-    if num_workers <= 1:
-        yield from map(fn, jobs)
-        return
-    # subtle: a fork inherits train.py's handler, which only notes SIGTERM; a worker that gets
-    # terminate()'s SIGTERM before its initializer resets that handler lives on, and the pool's join
-    # hangs. So SIGTERM stays blocked from the fork until the worker has set SIG_DFL (a pending one
-    # then kills it).
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    try:
-        pool = mp.get_context("fork").Pool(min(num_workers, len(jobs)), _worker_signals)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-    with pool:  # an error or an early exit: __exit__ terminates the workers with SIGTERM
-        yield from pool.imap_unordered(fn, jobs)
-        pool.close()  # a normal end sends no signal: workers exit on the queue's end marker
-        pool.join()
-
-
-def _worker_signals():
-    """Worker initializer: SIGTERM kills (Pool.terminate), Ctrl-C is the parent's to handle."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked across the fork
-
+from support.prepare import corpus_dir
 
 # -----------------------------------------------------------------------------
 # what an index describes, and whether the one on disk still does
@@ -117,3 +88,64 @@ def forget(index_dir, name):
 def finish(index_dir, name, info):
     """After a build: info.json, last, says the index is whole and what it describes."""
     atomic_write(os.path.join(index_dir, name, "info.json"), lambda f: json.dump(info, f), "w")
+
+
+# -----------------------------------------------------------------------------
+# build what is missing or stale
+
+
+def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbose=True):
+    """name -> {sample_to_metric, index_to_sample, index_to_metric}, building (analyzer.build_index)
+    what is missing, stale or damaged, with a one-line note why."""
+    unknown = [n for n in names if n not in METRICS]
+    if unknown:
+        raise ValueError(f"unknown metric {unknown[0]!r}; known: {', '.join(METRICS)}")
+    infos = {n: describe(bin_path, block_size, n, METRICS[n]) for n in names}
+    stale = []
+    for n in names:
+        why = why_stale(index_dir, n, infos[n])
+        if why and verbose and os.path.isdir(os.path.join(index_dir, n)):  # a first build: no note
+            print(f"index {os.path.join(index_dir, n)}: {why}; rebuilding")
+        if why:
+            stale.append(n)
+            forget(index_dir, n)
+    if stale:
+        n_jobs = -(-infos[stale[0]]["num_samples"] // max(1, (1 << 23) // (block_size + 1)))
+        workers = num_workers or min(os.cpu_count() or 1, n_jobs)
+        analyzer.build_index(bin_path, block_size, stale, index_dir, workers, verbose)
+        for n in stale:
+            finish(index_dir, n, infos[n])
+        if verbose:
+            print(f"built index {', '.join(stale)} in {index_dir}")
+    return {n: analyzer.load_index(index_dir, n) for n in names}
+
+
+@dataclass
+class AnalyzeConfig:
+    data_dir: str = opt("", 'holds train.bin ("" = the standard library corpus, '
+                            'prepared on first use)')
+    block_size: int = opt(128, "T: samples are windows of T+1 tokens")
+    metrics: str = opt("vocab_rarity", f"comma-separated, from: {', '.join(METRICS)}")
+    index_dir: str = opt("", '"" = <data_dir>/index')
+    num_workers: int = opt(0, "worker processes (0 = one per CPU)")
+
+
+def main(argv=None):
+    try:
+        argv = sys.argv[1:] if argv is None else argv
+        a = parse(AnalyzeConfig, argv, "analyzer.py", analyzer.__doc__.split("\n")[1])
+        data_dir = corpus_dir(a.data_dir)
+        index_dir = a.index_dir or os.path.join(data_dir, "index")
+        names = a.metrics.split(",")
+        built = ensure_index(os.path.join(data_dir, "train.bin"), a.block_size, names, index_dir,
+                             a.num_workers or None)
+        for n in names:
+            n_samples = len(built[n]["index_to_sample"])
+            print(f"index {os.path.join(index_dir, n)}: {n_samples:,} samples "
+                  f"of {a.block_size}+1 tokens, up to date")
+    except (ValueError, OSError) as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()

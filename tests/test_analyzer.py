@@ -12,7 +12,8 @@ import pytest
 
 import analyzer
 import data
-from support import index
+from support import index as index_cache
+from support import pool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,7 +32,7 @@ def corpus(tmp_path):
 def test_vocab_rarity_equals_direct_numpy(corpus, tmp_path):
     path, tokens = corpus
     T = 16
-    index = analyzer.ensure_index(path, T, ["vocab_rarity"], str(tmp_path / "index"), 1, verbose=False)["vocab_rarity"]
+    index = index_cache.ensure_index(path, T, ["vocab_rarity"], str(tmp_path / "index"), 1, verbose=False)["vocab_rarity"]
     counts = np.bincount(tokens).astype(np.float64)  # vocabulary = ids 0..256 (max id + 1, no meta.json)
     assert len(counts) == 257
     counts[counts == 0] = 1
@@ -60,7 +61,7 @@ def test_num_docs_worked_example():
 
 def test_sorted_index_consistent(corpus, tmp_path):
     path, _ = corpus
-    idx = analyzer.ensure_index(path, 8, ["num_docs"], str(tmp_path / "index"), 1, verbose=False)["num_docs"]
+    idx = index_cache.ensure_index(path, 8, ["num_docs"], str(tmp_path / "index"), 1, verbose=False)["num_docs"]
     s2m, i2s, i2m = (np.asarray(idx[k]) for k in ("sample_to_metric", "index_to_sample", "index_to_metric"))
     assert sorted(i2s.tolist()) == list(range(len(s2m)))  # a permutation
     assert np.array_equal(i2m, s2m[i2s]) and (np.diff(i2m) >= 0).all()
@@ -82,16 +83,16 @@ def test_one_and_several_workers_agree(corpus, tmp_path):
 def test_stale_index_rebuilt(corpus, tmp_path, capsys):
     path, tokens = corpus
     d = str(tmp_path / "index")
-    first = np.asarray(analyzer.ensure_index(path, 16, ["vocab_rarity"], d, 1)["vocab_rarity"]["sample_to_metric"])
+    first = np.asarray(index_cache.ensure_index(path, 16, ["vocab_rarity"], d, 1)["vocab_rarity"]["sample_to_metric"])
     capsys.readouterr()
-    analyzer.ensure_index(path, 16, ["vocab_rarity"], d, num_workers=1)
+    index_cache.ensure_index(path, 16, ["vocab_rarity"], d, num_workers=1)
     assert "built" not in capsys.readouterr().out  # fresh: loaded as it is
-    other = analyzer.ensure_index(path, 32, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]  # another block size
+    other = index_cache.ensure_index(path, 32, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]  # another block size
     assert "rebuilding" in capsys.readouterr().out and len(other["sample_to_metric"]) == (len(tokens) - 1) // 32
     time.sleep(0.01)
     extra = np.concatenate([tokens[:100][::-1], tokens[100:]])  # other data, same size
     extra.tofile(path)
-    again = np.asarray(analyzer.ensure_index(path, 16, ["vocab_rarity"], d, 1)["vocab_rarity"]["sample_to_metric"])
+    again = np.asarray(index_cache.ensure_index(path, 16, ["vocab_rarity"], d, 1)["vocab_rarity"]["sample_to_metric"])
     assert "rebuilding" in capsys.readouterr().out and not np.array_equal(again, first)
 
 
@@ -108,11 +109,11 @@ def test_a_changed_metric_function_is_rebuilt_with_one_line(corpus, tmp_path, ca
     path, tokens = corpus
     d = str(tmp_path / "index")
     monkeypatch.setitem(analyzer.METRICS, "m", _first_token)
-    first = analyzer.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
+    first = index_cache.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
     assert np.array_equal(first, tokens[:-1:16][: len(first)])
     capsys.readouterr()
     monkeypatch.setitem(analyzer.METRICS, "m", _last_token)
-    again = analyzer.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
+    again = index_cache.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
     assert np.array_equal(again, tokens[16::16][: len(again)])
     out = capsys.readouterr().out.splitlines()
     note = f"index {os.path.join(d, 'm')}: built with another version of metric m; rebuilding"
@@ -120,13 +121,13 @@ def test_a_changed_metric_function_is_rebuilt_with_one_line(corpus, tmp_path, ca
     assert len(out) == 2 and out[1].startswith("built index m")
     typed = {}  # functions without a source file (a REPL's): their compiled code tells them apart
     exec("def first(s, p): return s[:, 0]\ndef last(s, p): return s[:, -1]", typed)
-    assert index.metric_code(typed["first"]) != index.metric_code(typed["last"])
+    assert index_cache.metric_code(typed["first"]) != index_cache.metric_code(typed["last"])
 
 
 def test_unknown_metric_and_cli_errors(corpus, tmp_path):
     path, _ = corpus
     with pytest.raises(ValueError, match="unknown metric 'perplexity'; known: vocab_rarity, num_docs"):
-        analyzer.ensure_index(path, 16, ["perplexity"], str(tmp_path / "i"))
+        index_cache.ensure_index(path, 16, ["perplexity"], str(tmp_path / "i"))
     cli = [sys.executable, os.path.join(ROOT, "analyzer.py"), f"--data_dir={tmp_path}"]
     r = subprocess.run(cli + ["--metrics=nope"], capture_output=True, text=True)
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "unknown metric 'nope'" in r.stderr
@@ -165,27 +166,27 @@ def _damage(d, target, how):
 def test_damaged_index_rebuilt_with_one_line(corpus, tmp_path, capsys, target, how, why):
     path, _ = corpus
     d = str(tmp_path / "index")
-    clean = analyzer.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
+    clean = index_cache.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
     clean = {k: np.array(v) for k, v in clean.items()}
     capsys.readouterr()
     _damage(os.path.join(d, "vocab_rarity"), target, how)
-    index = analyzer.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
+    index = index_cache.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and out[0].startswith(f"index {os.path.join(d, 'vocab_rarity')}: ")
     assert why in out[0] and out[0].endswith("; rebuilding") and out[1].startswith("built index vocab_rarity")
     for k in analyzer.KEYS:
         assert np.array_equal(index[k], clean[k]) and index[k].dtype == clean[k].dtype
-    analyzer.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)
+    index_cache.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)
     assert capsys.readouterr().out == ""  # the rebuilt index is whole: loaded as it is
 
 
 def test_first_build_has_no_note_and_a_nan_metric_is_refused(corpus, tmp_path, capsys, monkeypatch):
     path, _ = corpus
-    analyzer.ensure_index(path, 64, ["num_docs"], str(tmp_path / "index"), num_workers=1)
+    index_cache.ensure_index(path, 64, ["num_docs"], str(tmp_path / "index"), num_workers=1)
     assert capsys.readouterr().out.splitlines() == [f"built index num_docs in {tmp_path / 'index'}"]
     monkeypatch.setitem(analyzer.METRICS, "nan", lambda s, counts: np.where(s[:, 0] == 1, np.nan, 0.0))
     with pytest.raises(ValueError, match=r"metric nan gave NaN for \d+ samples \(first: \d+\); make it return numbers"):
-        analyzer.ensure_index(path, 64, ["nan"], str(tmp_path / "index"), num_workers=1)
+        index_cache.ensure_index(path, 64, ["nan"], str(tmp_path / "index"), num_workers=1)
     assert not os.path.exists(tmp_path / "index" / "nan")
 
 
@@ -198,7 +199,7 @@ def test_workers_die_on_sigterm_under_the_trainers_stop_handler():
     inherited the handler that only notes a signal, ignored it, and the index build hung in join (seen in a run)."""
     old = signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as launch.process installs
     try:
-        got = set(index.parallel_map(_dispositions, range(8), 2))
+        got = set(pool.parallel_map(_dispositions, range(8), 2))
     finally:
         signal.signal(signal.SIGTERM, old)
     assert got == {(True, True)}  # SIGTERM kills; Ctrl-C goes to the trainer, which stops the whole run
@@ -207,10 +208,10 @@ def test_workers_die_on_sigterm_under_the_trainers_stop_handler():
 _RACE = """
 import signal, sys, time
 import multiprocessing as mp
-from support import index as analyzer
+from support import pool
 
 started = mp.get_context("fork").Value("i", 0)
-real = analyzer._worker_signals
+real = pool._worker_signals
 
 
 def late_initializer():  # the second worker to start is slow to reach the real initializer
@@ -222,9 +223,9 @@ def late_initializer():  # the second worker to start is slow to reach the real 
     real()
 
 
-analyzer._worker_signals = late_initializer
+pool._worker_signals = late_initializer
 signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as launch.process installs
-for _ in analyzer.parallel_map(abs, range(8), 2):
+for _ in pool.parallel_map(abs, range(8), 2):
     break  # an early exit: Pool.terminate() SIGTERMs the slow worker before its initializer ran
 print("joined")
 """
@@ -265,9 +266,9 @@ def test_import_is_light():
 def test_the_command_line_says_the_index_is_up_to_date(domain_corpus, tmp_path, capsys):
     """python analyzer.py on a built index printed nothing at all."""
     args = [f"--data_dir={domain_corpus}", "--block_size=16", f"--index_dir={tmp_path}", "--num_workers=1"]
-    analyzer.main(args)
+    index_cache.main(args)
     capsys.readouterr()
-    analyzer.main(args)
+    index_cache.main(args)
     n = len(data.SampleWindows(os.path.join(domain_corpus, "train.bin"), 16))
     assert capsys.readouterr().out == (f"index {tmp_path / 'vocab_rarity'}: {n:,} samples of 16+1 tokens, "
                                        "up to date\n")

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-import analyzer
 import data
+from support import index as index_cache
 from support import prepare
 from experiments import charts, reproduce, runs
 import train
@@ -218,7 +218,7 @@ def test_the_default_command_runs_on_a_gpu_machine(tmp_path, monkeypatch, capsys
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(prepare, "DEFAULT_DIR", str(tmp_path / "stdlib"))  # prepared here by corpus_dir
     indexed = []
-    monkeypatch.setattr(analyzer, "ensure_index", lambda *args: indexed.append(args))  # minutes
+    monkeypatch.setattr(index_cache, "ensure_index", lambda *args: indexed.append(args))  # minutes
     started = []
 
     def fake_train(cfg):

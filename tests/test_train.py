@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-import analyzer
 import data
 import model
 import sampler
 import train
 from support import bins, compiling, prepare
+from support import index as support_index
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_embd=32", "--eval_samples=8",
@@ -307,7 +307,7 @@ def test_curriculum_admits_only_easy_samples(corpus, tmp_path, monkeypatch):
     seen, orig = [], sampler.CurriculumSampler.global_ids
     monkeypatch.setattr(sampler.CurriculumSampler, "global_ids", lambda self: seen.append(orig(self)) or seen[-1])
     train.train(cfg_for(corpus, tmp_path, "--max_iters=6", "--eval_interval=100", *CL[:5]))
-    index = analyzer.ensure_index(os.path.join(corpus, "train.bin"), 16, ["vocab_rarity"],
+    index = support_index.ensure_index(os.path.join(corpus, "train.bin"), 16, ["vocab_rarity"],
                                   os.path.join(corpus, "index"), verbose=False)
     order = np.asarray(index["vocab_rarity"]["index_to_sample"])
     n = len(order)
