@@ -1,4 +1,5 @@
-"""Benchmarks printed side by side: python bench.py {analyzer,sampler,ltd,dense,prepare} (experiments/bench.py)."""
+"""Benchmarks printed side by side: python bench.py {analyzer,sampler,ltd,dense,prepare}
+(the code: experiments/bench.py)."""
 
 from experiments.bench import main
 

@@ -15,15 +15,14 @@ so windows share one boundary token and N = (n_tokens - 1) // T.
 But:
 - the tokenizer is plain bytes (ids 0..255) plus one end-of-document id, so any text works with
   no download; nanoGPT-format train.bin / val.bin (e.g. GPT-2 BPE) are read as they are;
-- what train.py reads is checked first (load_meta), in one line naming the fix.
+- what train.py reads is checked first (load_meta, in support/bins.py), in one line naming the fix.
 """
 
-import json
 import os
 
 import numpy as np
 
-from support.bins import _n_tokens, nanogpt_meta
+from support.bins import _n_tokens, load_meta
 
 EOT = 256  # end-of-document id, placed between documents
 VOCAB_SIZE = 257  # 256 byte values + EOT
@@ -47,41 +46,6 @@ def decode(ids):
 
 # -----------------------------------------------------------------------------
 # reading a prepared corpus back: checks and sample windows
-
-
-def load_meta(data_dir, vocab_size=None):
-    """meta.json of data_dir, checked: both token files hold its counts, its largest id is below
-    vocab_size (if given) and its own. A nanoGPT directory (no meta.json) is read whole for its
-    largest id (nanogpt_meta)."""
-    if not os.path.isdir(data_dir):
-        what = "is not a directory" if os.path.exists(data_dir) else "does not exist"
-        raise ValueError(f"--data_dir={data_dir} {what}; prepare your text with python data.py "
-                         "FILES --out_dir=data/NAME, then pass --data_dir=data/NAME")
-    path = os.path.join(data_dir, "meta.json")
-    if not os.path.exists(os.path.join(data_dir, "train.bin")):
-        raise ValueError(f"{data_dir} holds no train.bin: it is not a prepared corpus; "
-                         f"prepare it with python data.py {data_dir} --out_dir=data/NAME, "
-                         "then pass --data_dir=data/NAME")
-    if not os.path.exists(path):
-        return nanogpt_meta(data_dir, vocab_size)  # counts and ids checked as it is read
-    try:
-        meta = json.load(open(path))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not valid JSON ({e}); "
-                         "prepare the corpus again (python data.py)") from None
-    for split in ("train", "val"):
-        n = _n_tokens(os.path.join(data_dir, f"{split}.bin"))
-        if meta.get(f"{split}_tokens", n) != n:
-            raise ValueError(f"{os.path.join(data_dir, split + '.bin')} holds {n:,} tokens "
-                             f"but {path} records {meta[split + '_tokens']:,}: "
-                             "the files changed after it; prepare the corpus again")
-    top = meta.get("max_token_id")
-    V = min(v for v in (meta["vocab_size"], vocab_size) if v)
-    if top is not None and top >= V:
-        raise ValueError(f"{data_dir} holds token id {top} (meta.json max_token_id), "
-                         f"not below the vocabulary size {V}; pass the tokenizer's vocabulary "
-                         f"size (at least --vocab_size={top + 1})")
-    return meta
 
 
 class SampleWindows:

@@ -1,11 +1,13 @@
 """
-The token files of a prepared corpus, read back: their length, largest id, fingerprint and unigram
-entropy, and the meta of a nanoGPT directory (train.bin / val.bin, maybe a meta.pkl).
+The token files of a prepared corpus, read back and checked: their length, largest id, fingerprint
+and unigram entropy (scan_bins), a nanoGPT directory's meta (train.bin / val.bin, maybe a
+meta.pkl), and load_meta, which checks whatever train.py is about to read (data.load_splits).
 
-data.load_meta checks a corpus with these; prepare.py records them in meta.json when it writes one.
+prepare.py records these numbers in meta.json when it writes a corpus.
 """
 
 import hashlib
+import json
 import os
 import pickle
 
@@ -88,3 +90,39 @@ class _PlainUnpickler(pickle.Unpickler):
 
     def find_class(self, module, name):
         raise ValueError(f"meta.pkl refers to {module}.{name}, not plain data; it is not read")
+
+
+def load_meta(data_dir, vocab_size=None):
+    """meta.json of data_dir, checked: both token files hold its counts, its largest id is below
+    vocab_size (if given) and its own. A nanoGPT directory (no meta.json) is read whole for its
+    largest id (nanogpt_meta)."""
+    if not os.path.isdir(data_dir):
+        what = "is not a directory" if os.path.exists(data_dir) else "does not exist"
+        raise ValueError(f"--data_dir={data_dir} {what}; prepare your text with python data.py "
+                         "FILES --out_dir=data/NAME, then pass --data_dir=data/NAME")
+    path = os.path.join(data_dir, "meta.json")
+    if not os.path.exists(os.path.join(data_dir, "train.bin")):
+        raise ValueError(f"{data_dir} holds no train.bin: it is not a prepared corpus; "
+                         f"prepare it with python data.py {data_dir} --out_dir=data/NAME, "
+                         "then pass --data_dir=data/NAME")
+    if not os.path.exists(path):
+        return nanogpt_meta(data_dir, vocab_size)  # counts and ids checked as it is read
+    try:
+        with open(path) as f:
+            meta = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON ({e}); "
+                         "prepare the corpus again (python data.py)") from None
+    for split in ("train", "val"):
+        n = _n_tokens(os.path.join(data_dir, f"{split}.bin"))
+        if meta.get(f"{split}_tokens", n) != n:
+            raise ValueError(f"{os.path.join(data_dir, split + '.bin')} holds {n:,} tokens "
+                             f"but {path} records {meta[split + '_tokens']:,}: "
+                             "the files changed after it; prepare the corpus again")
+    top = meta.get("max_token_id")
+    V = min(v for v in (meta["vocab_size"], vocab_size) if v)
+    if top is not None and top >= V:
+        raise ValueError(f"{data_dir} holds token id {top} (meta.json max_token_id), "
+                         f"not below the vocabulary size {V}; pass the tokenizer's vocabulary "
+                         f"size (at least --vocab_size={top + 1})")
+    return meta
