@@ -147,9 +147,3 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=T
 
 def load_index(index_dir, name):
     return {k: np.load(os.path.join(index_dir, name, k + ".npy"), mmap_mode="r") for k in KEYS}
-
-
-if __name__ == "__main__":  # building and caching the index is support code (support/index.py)
-    from support.index import main
-
-    main()

@@ -23,9 +23,8 @@ import os
 import numpy as np
 
 from support.bins import _n_tokens, load_meta
-
-EOT = 256  # end-of-document id, placed between documents
-VOCAB_SIZE = 257  # 256 byte values + EOT
+from support import prepare
+from support.prepare import EOT  # ids 0..255 are bytes; EOT = 256 sits between documents
 
 # -----------------------------------------------------------------------------
 # byte-level tokenizer
@@ -90,6 +89,4 @@ def load_splits(data_dir, block_size, vocab_size=None):
 
 
 if __name__ == "__main__":  # preparing a corpus is support code: a learner reads the windows above
-    from support.prepare import main
-
-    main()
+    prepare.main()

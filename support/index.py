@@ -1,7 +1,7 @@
 """
 The curriculum index's cache: analyzer.py's index, built once and rebuilt whenever it is stale.
 
-    python analyzer.py --metrics=vocab_rarity    # build (or check) the index of the default corpus
+    python -m support.index --metrics=vocab_rarity  # build or check an index before training
 
 info.json, written last beside a metric's three .npy files, records what was analyzed: the data
 file (size and mtime), T, N and the metric's code (a sha256 of its source). An index whose
@@ -133,7 +133,7 @@ class AnalyzeConfig:
 def main(argv=None):
     try:
         argv = sys.argv[1:] if argv is None else argv
-        a = parse(AnalyzeConfig, argv, "analyzer.py", analyzer.__doc__.split("\n")[1])
+        a = parse(AnalyzeConfig, argv, "-m support.index", analyzer.__doc__.split("\n")[1])
         data_dir = corpus_dir(a.data_dir)
         index_dir = a.index_dir or os.path.join(data_dir, "index")
         names = a.metrics.split(",")

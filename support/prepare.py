@@ -28,11 +28,12 @@ import sys
 
 import numpy as np
 
-from data import EOT, VOCAB_SIZE
 from support import corpus
 from support.bins import nanogpt_meta, scan_bins
 from support.files import atomic_write
 
+EOT = 256  # the end-of-document id written between documents; the others are the bytes 0..255
+VOCAB_SIZE = 257  # 256 byte values + EOT
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 DEFAULT_DIR = os.path.join(ROOT, "data", "stdlib")
 INSTALLED_DIR = os.path.join(ROOT, "data", "installed")
