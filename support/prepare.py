@@ -54,16 +54,11 @@ def _clean_up(out_dir):
             shutil.rmtree(p, ignore_errors=True)
 
 
-def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, seed=0,
-            verbose=True, domains=None, installed=False, chunk_size=1 << 20):
-    """Tokenize documents into out_dir/{train.bin, val.bin, meta.json} -> meta. paths: files,
-    directories, globs (None: the standard library; installed=True: the whole installation);
-    domains: {name: [files, dirs, globs]}. out_dir is replaced whole, only if it holds nothing but a
-    corpus, and only if both splits hold a window; user files (paths or domains) never replace the
-    default or installed corpus."""
-    out_dir = os.path.realpath(out_dir)  # subtle: a symlinked out_dir is replaced where it points
+def _check_out_dir(out_dir, user_files):
+    """out_dir may be replaced whole: it holds a corpus or nothing, and your files never go where
+    the default or installed corpus lives (train.py would train on them)."""
     ours = {os.path.realpath(DEFAULT_DIR): "default", os.path.realpath(INSTALLED_DIR): "installed"}
-    if (paths or domains) and not installed and out_dir in ours:  # else train.py trains on them
+    if user_files and out_dir in ours:
         raise ValueError(f"{out_dir} is the {ours[out_dir]} corpus's place, not for your files; "
                          f"pass --out_dir=data/NAME (then train.py --data_dir=data/NAME)")
     _clean_up(out_dir)  # first: a killed run may have left out_dir missing, its corpus beside it
@@ -72,6 +67,17 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
         raise ValueError(f"{out_dir} holds more than a corpus "
                          f"({', '.join(sorted(extra)[:3]) or 'it is a file'}) and "
                          f"would be replaced whole; pass a new or corpus-only --out_dir")
+
+
+def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, seed=0,
+            verbose=True, domains=None, installed=False, chunk_size=1 << 20):
+    """Tokenize documents into out_dir/{train.bin, val.bin, meta.json} -> meta. paths: files,
+    directories, globs (None: the standard library; installed=True: the whole installation);
+    domains: {name: [files, dirs, globs]}. out_dir is replaced whole, only if it holds nothing but a
+    corpus, and only if both splits hold a window; user files (paths or domains) never replace the
+    default or installed corpus."""
+    out_dir = os.path.realpath(out_dir)  # subtle: a symlinked out_dir is replaced where it points
+    _check_out_dir(out_dir, bool(paths or domains) and not installed)
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction={val_fraction} must be between 0 and 1")
     names, kept, skipped = corpus.documents(paths, domains, installed, out_dir, verbose)
