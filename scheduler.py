@@ -50,7 +50,7 @@ class CurriculumScheduler:
 
     def __init__(self, config, fn=None):
         self.config = config
-        self.sc = config.get("schedule_config", {})
+        self.schedule_config = config.get("schedule_config", {})
         self.fn = fn or config.get("get_difficulty")
         # steps searched for the max (a cache: see below)
         self._searched = 0
@@ -83,14 +83,15 @@ class CurriculumScheduler:
         if kind == "custom":
             return self.fn(step)
         if kind == "fixed_discrete":
-            # the first stage not yet over
-            for d, last in zip(self.sc["difficulty"], self.sc["max_step"]):
+            stages = self.schedule_config
+            for d, last in zip(stages["difficulty"], stages["max_step"]):  # the first not yet over
                 if step <= last:
                     return d
-            return self.sc["difficulty"][-1]
-        degree = self.sc["root_degree"] if kind == "fixed_root" else 1
+            return stages["difficulty"][-1]
+        root = self.schedule_config
+        degree = root["root_degree"] if kind == "fixed_root" else 1
         return _root_schedule(step, self.config["min_difficulty"], self.config["max_difficulty"],
-                              self.sc["total_curriculum_step"], self.sc["difficulty_step"], degree)
+                              root["total_curriculum_step"], root["difficulty_step"], degree)
 
     def _first_step_at_max(self, step, hi):
         """The first step in 1..step whose difficulty reaches max_difficulty hi, or None.
@@ -116,14 +117,16 @@ class RandomLTDScheduler:
 
     def __init__(self, config):
         self.config = config
-        self.sc = config["schedule_config"]
+        self.schedule_config = config["schedule_config"]
         self.min = config["min_value"]
         self.max = config["max_value"]
-        self.degree = self.sc["root_degree"] if config.get("schedule_type") == "fixed_root" else 1
+        self.degree = 1  # fixed_linear
+        if config.get("schedule_type") == "fixed_root":
+            self.degree = self.schedule_config["root_degree"]
 
     def get_value(self, step):
         # floor(min + (max - min) * (t / require_steps) ** (1 / k))
-        r = math.floor((float(step) / self.sc["require_steps"]) ** (1.0 / self.degree)
+        r = math.floor((float(step) / self.schedule_config["require_steps"]) ** (1.0 / self.degree)
                        * (self.max - self.min) + self.min)
-        r -= r % self.sc["seq_per_step"]  # grow in multiples of seq_per_step
+        r -= r % self.schedule_config["seq_per_step"]  # grow in multiples of seq_per_step
         return min(r, self.max)
