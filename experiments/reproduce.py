@@ -1,7 +1,7 @@
 """
 How much sooner does each technique reach the baseline's quality? A budget sweep of train.py runs.
 
-    python reproduce.py --jobs=2                       # 5 arms x 4 budgets x 2 seeds: ~60 min
+    python reproduce.py --jobs=2                       # 5 arms x 3 budgets x 2 seeds: ~60 min
     python reproduce.py --jobs=2 --lrs=1e-3,2e-3,4e-3  # each arm's best LR first: ~100 min
     python reproduce.py --jobs=2 --size=tiny           # the whole pipeline, tiny model: ~1 min
     python reproduce.py --jobs=2 --ratios=3,30,300     # vs tokens per parameter
@@ -30,9 +30,10 @@ out_dir/<size>.png when matplotlib is installed.
 Each arm's peak LR comes from LRS, or with --lrs from a sweep: every arm at 100% at each LR, then
 the budget sweep at each arm's best (its 100% runs are the sweep's own). --jobs N trains N runs
 at once, each in its own process with one torch thread (one GPU each on a GPU machine: cuda:k
-for worker k); the results equal --jobs=1's. The default grid, 40 runs at fractions summing to
-2.92 per arm and seed, takes about 10 x 2.92 x 220 s / 2 jobs = 54 min on a 2-core CPU, plus a
-few minutes for evaluations and the control's smaller batches. The tokens-per-parameter study
+for worker k); the results equal --jobs=1's. The default grid, 30 runs at fractions summing to
+2.2 per arm and seed, takes about 2.2 x 2 seeds x 1680 s / 2 jobs = 62 min on a 2-core CPU, where
+1680 s is the five arms' 100% runs of one seed, two at a time (measured: 310-385 s each; one run
+alone takes about 220 s, so two at once gain 1.3x, not 2x). The tokens-per-parameter study
 trains smaller models on more tokens (ratio = budget tokens / parameters). A budget above one
 pass over the train split is refused in one line (--allow_repeats overrides it): a second pass
 measures memorisation, not data efficiency.
@@ -92,7 +93,7 @@ class GridConfig:
     data_dir: str = opt("", 'a prepared corpus; "" = the standard library, prepared on first use')
     out_dir: str = opt("out_reproduce", "a directory per run (its train.log), and the chart's PNG")
     seeds: str = opt("1337,1338", "comma-separated seeds: every arm once per seed")
-    fractions: str = opt("0.5,0.63,0.79,1", "budget fractions to run, 1 (the reference) among them")
+    fractions: str = opt("0.5,0.7,1", "budget fractions to run, 1 (the reference) among them")
     lrs: str = opt("", "peak LRs to try at 100%, e.g. 1e-3,2e-3,4e-3: every arm at each, then the "
                    'sweep at its best; "" = the LRS table in reproduce.py')
     lr_power: float = opt(0.0, "LR scaled by (1/fraction)**lr_power; 1 = as the paper, 0 = none")
