@@ -2,7 +2,7 @@
 How much sooner does each technique reach the baseline's quality? A budget sweep of train.py runs.
 
     python reproduce.py --jobs=2                       # 5 arms x 3 budgets x 2 seeds: ~60 min
-    python reproduce.py --jobs=2 --lrs=1e-3,2e-3,4e-3  # each arm's best LR first: ~100 min
+    python reproduce.py --jobs=2 --lrs=1e-3,2e-3,4e-3,8e-3  # each arm's best LR first: ~3 h
     python reproduce.py --jobs=2 --size=tiny           # the whole pipeline, tiny model: ~1 min
     python reproduce.py --jobs=2 --ratios=3,30,300     # vs tokens per parameter
     python reproduce.py --jobs=8 --size=gpu --data_dir=data/installed --compile  # 8 GPUs
@@ -75,12 +75,12 @@ SIZES = {  # model, batch, budget in dense steps, val windows (cpu: 2.46M tokens
                       "--batch_size=32"], "budget_steps": 6000, "eval_samples": 640},  # 98M tokens
 }
 ARMS = ("baseline", "CL", "random-LTD", "CL + random-LTD", "step-matched baseline")
-LRS = {  # each arm's peak LR at 100% without --lrs (to be set from an --lrs sweep on the cpu size)
-    "baseline": 2e-3,
-    "CL": 2e-3,
-    "random-LTD": 2e-3,
-    "CL + random-LTD": 2e-3,
-    "step-matched baseline": 2e-3,
+LRS = {  # each arm's best peak LR of 1e-3, 2e-3, 4e-3, 8e-3 at 100%, cpu size (RESULTS.md, 5)
+    "baseline": 4e-3,
+    "CL": 4e-3,
+    "random-LTD": 4e-3,
+    "CL + random-LTD": 4e-3,
+    "step-matched baseline": 4e-3,
 }
 EVALS = 8  # evaluations of a 100% run (the chart's curve); other budgets evaluate once, at the end
 RATIO_WIDTHS = ((3, 128), (10, 96), (30, 64), (100, 48), (300, 32))  # tokens/parameter -> n_embd

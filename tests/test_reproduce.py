@@ -56,7 +56,8 @@ def test_reproduce_cases_budgets_and_lr_scaling():
         cfg = parse_args(args)  # every case is a valid train.py command line
         steps = max(1, int(f * 2))  # tiny: budget 2 dense steps of 4 x 16 tokens
         assert cfg.max_tokens == steps * 4 * 16 and cfg.max_iters == 0 and cfg.seed == seed
-        assert math.isclose(cfg.learning_rate, 2e-3 / f) and math.isclose(cfg.min_lr, 2e-4 / f)
+        lr = reproduce.LRS[name]
+        assert math.isclose(cfg.learning_rate, lr / f) and math.isclose(cfg.min_lr, lr / 10 / f)
         assert (cfg.cl_metric == "vocab_rarity") == ("CL" in name) and (cfg.seqlen == "truncate") == ("CL" in name)
         assert cfg.random_ltd == ("LTD" in name)
         assert cfg.batch_size == (4 if name != "step-matched baseline" else 3 if f == 1 else 2)
@@ -176,9 +177,10 @@ def test_a_worker_ends_when_its_grid_is_gone(tmp_path, monkeypatch):
 
 def test_reproduce_cases_without_lr_scaling():
     for name, f, seed, args in reproduce.reproduce_cases(TINY, seeds=(1,)):  # the default: no scaling
-        assert math.isclose(parse_args(args).learning_rate, 2e-3)
+        assert math.isclose(parse_args(args).learning_rate, reproduce.LRS[name])
     half = reproduce.reproduce_cases(TINY, fractions=(0.5,), seeds=(1,), lr_power=0.5)
-    assert len(half) == 5 and math.isclose(parse_args(half[0][3]).learning_rate, 2e-3 * 2 ** 0.5)
+    base_lr = reproduce.LRS["baseline"]
+    assert len(half) == 5 and math.isclose(parse_args(half[0][3]).learning_rate, base_lr * 2 ** 0.5)
     lrs = dict.fromkeys(reproduce.ARMS, 1e-3) | {"CL": 4e-3}  # each arm its own LR
     cases = reproduce.reproduce_cases(TINY, seeds=(1,), lrs=lrs)
     assert {c[0]: parse_args(c[3]).learning_rate for c in cases} == lrs
@@ -278,13 +280,13 @@ def test_the_whole_pipeline_on_the_tiny_size(tiny_corpus, tmp_path, capsys):
     plan = reproduce.reproduce_cases(reproduce.SIZES["tiny"], TINY_FRACTIONS, (1, 2))
     for name, f, seed, args in plan:
         out = res[name, f][seed - 1]
-        assert out["iter_num"] == reproduce.planned_steps(args) and out["lr"] == 2e-3
+        assert out["iter_num"] == reproduce.planned_steps(args) and out["lr"] == reproduce.LRS[name]
         budget = int(runs.flag(args, "max_tokens"))
         assert out["effective_tokens"] >= budget > out["effective_tokens"] - 16 * 128  # one step
         assert len(out["evals"]) >= reproduce.EVALS if f == 1 else len(out["evals"]) == 1
         assert 0 < out["eval_time"] < out["time"]
         assert out["seconds"] == out["time"] - out["eval_time"]
-        run_dir = f"{reproduce.slug(name)}_lr0.002_f{f:g}_s{seed}"
+        run_dir = f"{reproduce.slug(name)}_lr{reproduce.LRS[name]:g}_f{f:g}_s{seed}"
         assert os.path.exists(tmp_path / "size_tiny" / run_dir / "train.log")
     for f in TINY_FRACTIONS:
         control, cl_ltd = res["step-matched baseline", f][0], res["CL + random-LTD", f][0]
@@ -337,9 +339,10 @@ def test_a_failed_run_stops_the_grid_in_one_line(tiny_corpus, tmp_path, monkeypa
     with pytest.raises(SystemExit) as e:
         tiny(tiny_corpus, tmp_path, "--seeds=1", "--jobs=2")
     err = capsys.readouterr().err
-    log = tmp_path / "size_tiny" / "random-LTD_lr0.002_f1_s1" / "train.log"
+    lr = reproduce.LRS["random-LTD"]
+    log = tmp_path / "size_tiny" / f"random-LTD_lr{lr:g}_f1_s1" / "train.log"
     assert e.value.code == 1 and err.count("\n") == 1
-    assert err.startswith("error: size tiny: random-LTD, 100% budget, lr 0.002, seed 1 failed "
+    assert err.startswith(f"error: size tiny: random-LTD, 100% budget, lr {lr:g}, seed 1 failed "
                           "(ValueError: random-LTD needs dropping layers inside 0..2 (got [7])")
     assert err.endswith(f"; its log: {log}\n") and "Traceback" in log.read_text()
     assert len(list(tmp_path.glob("size_tiny/*/train.log"))) < 10  # of 20: the grid stopped
