@@ -1,7 +1,7 @@
 """
 How much sooner does each technique reach the baseline's quality? A budget sweep of train.py runs.
 
-    python reproduce.py --jobs=2                       # 5 arms x 3 budgets x 2 seeds: ~60 min
+    python reproduce.py --jobs=2                       # 5 arms x 3 budgets x 2 seeds: ~75 min
     python reproduce.py --jobs=2 --lrs=1e-3,2e-3,4e-3,8e-3  # each arm's best LR first: ~3 h
     python reproduce.py --jobs=2 --size=tiny           # the whole pipeline, tiny model: ~1 min
     python reproduce.py --jobs=2 --ratios=3,30,300     # vs tokens per parameter
@@ -31,9 +31,9 @@ Each arm's peak LR comes from LRS, or with --lrs from a sweep: every arm at 100%
 the budget sweep at each arm's best (its 100% runs are the sweep's own). --jobs N trains N runs
 at once, each in its own process with one torch thread (one GPU each on a GPU machine: cuda:k
 for worker k); the results equal --jobs=1's. The default grid, 30 runs at fractions summing to
-2.2 per arm and seed, takes about 2.2 x 2 seeds x 1680 s / 2 jobs = 62 min on a 2-core CPU, where
-1680 s is the five arms' 100% runs of one seed, two at a time (measured: 310-385 s each; one run
-alone takes about 220 s, so two at once gain 1.3x, not 2x). The tokens-per-parameter study
+2.2 per arm and seed, took 73 min with --jobs=2 on a 2-core CPU (RESULTS.md, 5.2): a 100% run
+took 340-360 s two at a time, about 220 s alone, so two at once gain 1.3x, not 2x, and a shorter
+run costs more than its share (a 50% run about 215 s). The tokens-per-parameter study
 trains smaller models on more tokens (ratio = budget tokens / parameters). A budget above one
 pass over the train split is refused in one line (--allow_repeats overrides it): a second pass
 measures memorisation, not data efficiency.
