@@ -147,3 +147,8 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=T
 
 def load_index(index_dir, name):
     return {k: np.load(os.path.join(index_dir, name, k + ".npy"), mmap_mode="r") for k in KEYS}
+
+
+if __name__ == "__main__":  # the command line moved to support/index.py: say so, not exit silently
+    raise SystemExit("error: python analyzer.py is now python -m support.index (train.py also "
+                     "builds the index on first use)")
