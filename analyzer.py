@@ -14,6 +14,8 @@ Built-in metrics (a metric is one numpy function; add yours to METRICS):
     vocab_rarity(s) = sum over the T+1 tokens u of s of -ln p(u),  p(u) = count(u) / total
                       with counts over the train split and zero counts set to 1
     num_docs(s)     = 1 + number of end-of-document ids in s (documents the window touches)
+    compression(s)  = len(zlib.compress(bytes of s)) / (T+1): repetitive windows compress well
+                      (a later work's signal: Zhang et al. 2026, "Beyond Random Sampling")
 
 But:
 - values stay float64 (DeepSpeed truncates vocab rarity to an int and stores float32), and a sample
@@ -26,6 +28,7 @@ But:
 
 import json
 import os
+import zlib
 
 import numpy as np
 from tqdm import tqdm
@@ -57,7 +60,14 @@ def num_docs(samples, neg_log_p):
     return 1 + (samples == data.EOT).sum(axis=1)
 
 
-METRICS = {"vocab_rarity": vocab_rarity, "num_docs": num_docs}
+def compression(samples, neg_log_p):
+    """zlib's compressed size per token of the window's bytes (end-of-document ids become 0):
+    [[97] * 64] -> [0.1875] (64 equal bytes compress to 12); 129 random bytes -> about 1.09"""
+    rows = np.where(samples == data.EOT, 0, samples).astype(np.uint8)  # (B, T+1) bytes
+    return np.array([len(zlib.compress(row.tobytes())) / row.size for row in rows])  # (B,)
+
+
+METRICS = {"vocab_rarity": vocab_rarity, "num_docs": num_docs, "compression": compression}
 
 # -----------------------------------------------------------------------------
 # map: token counts, then metric values, over contiguous ranges of the token file

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -58,6 +59,21 @@ def test_vocab_rarity_worked_example():
 def test_num_docs_worked_example():
     assert analyzer.num_docs(np.array([[5, data.EOT, 7, data.EOT], [1, 2, 3, 4]]), None).tolist() == [3, 1]
 
+
+
+def test_compression_is_zlibs_size_per_byte_and_ranks_repetition_easy():
+    """The worked example; a window's score is len(zlib.compress(its bytes)) / (T+1), EOT as 0."""
+    rng = np.random.default_rng(0)
+    varied = rng.integers(0, 256, (1, 129))
+    text = np.frombuffer(b"the cat sat on the mat. " * 6, dtype=np.uint8)[:129][None].astype(np.int64)
+    with_eot = text.copy()
+    with_eot[0, 5] = data.EOT
+    scores = analyzer.compression(np.concatenate([text, varied, with_eot]), None)
+    assert analyzer.compression(np.full((1, 64), 97), None).tolist() == [0.1875]
+    expected = [len(zlib.compress(bytes(row))) / 129 for row in
+                (text[0].tolist(), varied[0].tolist(), [0 if t == data.EOT else t for t in with_eot[0]])]
+    assert scores.tolist() == expected
+    assert scores[0] < 0.5 < 1 < scores[1]  # repeated prose is easy, random bytes hard
 
 def test_sorted_index_consistent(corpus, tmp_path):
     path, _ = corpus
