@@ -6,8 +6,11 @@ never in requirements.txt: pip install matplotlib).
 
 import numpy as np
 
-MARKS = {"baseline": "b", "CL": "c", "random-LTD": "r", "CL + random-LTD": "x",
-         "step-matched baseline": "s"}  # the text chart's letters
+MARKS = {  # the text chart's letters
+    "baseline": "b", "CL_seqtru": "t", "CL_seqres": "h", "CL_voc": "v", "CL_seqtru_voc": "c",
+    "CL_seqres_voc": "e", "CL_compress": "z", "random-LTD": "r", "CL_seqtru_voc + random-LTD": "x",
+    "step-matched baseline": "s",
+}
 
 
 def text_chart(curves, target, width=60, height=15):
@@ -47,7 +50,7 @@ def speedup_bars(speedups):
     for name, s in speedups.items():
         tok, sec = s["eff. tokens"], s["wall-clock"]
         bar = "#" * round(20 * min(tok[0], 3)) if tok[0] else ""
-        lines.append(f"  {name:22} {bar:<60} {tok[1]} (wall-clock {sec[1]})")
+        lines.append(f"  {name:26} {bar:<60} {tok[1]} (wall-clock {sec[1]})")
     return lines
 
 

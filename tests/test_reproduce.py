@@ -50,21 +50,22 @@ def schedules(args):
 def test_reproduce_cases_budgets_and_lr_scaling():
     cases = reproduce.reproduce_cases(TINY, seeds=(1, 2), lr_power=1.0)
     assert len(cases) == 20
-    assert [c[0] for c in cases[:10:2]] == ["baseline", "CL", "random-LTD", "CL + random-LTD",
-                                            "step-matched baseline"]
+    assert [c[0] for c in cases[:10:2]] == ["baseline", "CL_seqtru_voc", "random-LTD",
+                                            reproduce.COMPOSED, "step-matched baseline"]
     for name, f, seed, args in cases:
         cfg = parse_args(args)  # every case is a valid train.py command line
         steps = max(1, int(f * 2))  # tiny: budget 2 dense steps of 4 x 16 tokens
         assert cfg.max_tokens == steps * 4 * 16 and cfg.max_iters == 0 and cfg.seed == seed
         lr = reproduce.LRS[name]
         assert math.isclose(cfg.learning_rate, lr / f) and math.isclose(cfg.min_lr, lr / 10 / f)
-        assert (cfg.cl_metric == "vocab_rarity") == ("CL" in name) and (cfg.seqlen == "truncate") == ("CL" in name)
+        assert (cfg.cl_metric == "vocab_rarity") == ("voc" in name)
+        assert (cfg.seqlen == "truncate") == ("seqtru" in name)
         assert cfg.random_ltd == ("LTD" in name)
         assert cfg.batch_size == (4 if name != "step-matched baseline" else 3 if f == 1 else 2)
-    full = [c for c in cases if c[1] == 1.0 and c[0] == "CL + random-LTD"][0][3]
+    full = [c for c in cases if c[1] == 1.0 and c[0] == "CL_seqtru_voc + random-LTD"][0][3]
     assert schedules(full) == (1, 1)
     cpu = reproduce.reproduce_cases(reproduce.SIZES["cpu"], seeds=(1,), lr_power=1.0)
-    cl_half = [c[3] for c in cpu if c[0] == "CL" and c[1] == 0.5][0]
+    cl_half = [c[3] for c in cpu if c[0] == "CL_seqtru_voc" and c[1] == 0.5][0]
     assert schedules(cl_half) == (int(0.4 * 600), None) and runs.flag(cl_half, "max_tokens") == str(600 * 16 * 128)
     assert schedules([c[3] for c in cpu if c[0] == "random-LTD" and c[1] == 1.0][0]) == (None, int(0.6 * 1200))
 
@@ -73,7 +74,7 @@ def test_a_100_percent_run_evaluates_for_the_curve_the_others_once():
     """eval_interval = planned steps // EVALS at 100%: cpu 1200 // 8, CL + random-LTD 1500 // 8."""
     cpu = reproduce.reproduce_cases(reproduce.SIZES["cpu"], seeds=(1,))
     interval = {(c[0], c[1]): parse_args(c[3]).eval_interval for c in cpu}
-    assert interval["baseline", 1.0] == 150 and interval["CL + random-LTD", 1.0] == 187
+    assert interval["baseline", 1.0] == 150 and interval["CL_seqtru_voc + random-LTD", 1.0] == 187
     assert interval["baseline", 0.5] > 10 ** 6
 
 
@@ -84,10 +85,10 @@ def test_planned_steps_are_the_steps_measured_in_the_issue():
     def steps(name, f):
         return reproduce.planned_steps(reproduce.arm_args(reproduce.SIZES["cpu"], name, f, 2e-3))
 
-    assert [steps("CL + random-LTD", f) for f in (0.5, 0.65, 0.8, 1.0)] == [750, 975, 1200, 1500]
-    assert [steps(n, f) for n in ("CL", "random-LTD") for f in (1.0, 0.5)] == [1440, 720, 1380, 690]
+    assert [steps("CL_seqtru_voc + random-LTD", f) for f in (0.5, 0.65, 0.8, 1.0)] == [750, 975, 1200, 1500]
+    assert [steps(n, f) for n in ("CL_seqtru_voc", "random-LTD") for f in (1.0, 0.5)] == [1440, 720, 1380, 690]
     assert steps("baseline", 1.0) == 1200
-    tiny_cl_ltd = reproduce.arm_args(TINY, "CL + random-LTD", 1.0, 2e-3)
+    tiny_cl_ltd = reproduce.arm_args(TINY, "CL_seqtru_voc + random-LTD", 1.0, 2e-3)
     assert reproduce.planned_steps(tiny_cl_ltd) == 3  # the docstring's example: 48, 112, 176 tokens
 
 
@@ -103,7 +104,7 @@ def test_the_step_matched_baseline_takes_cl_ltds_steps_on_full_rows():
     assert reproduce.planned_steps(cpu) == 1477 == math.ceil(2_457_600 / (13 * 128))
     tiny = reproduce.arm_args(TINY, "step-matched baseline", 1.0, 2e-3)
     assert reproduce.planned_steps(tiny) == 3 == reproduce.planned_steps(
-        reproduce.arm_args(TINY, "CL + random-LTD", 1.0, 2e-3))
+        reproduce.arm_args(TINY, "CL_seqtru_voc + random-LTD", 1.0, 2e-3))
 
 
 def test_reach_interpolates_in_log_budget():
@@ -132,7 +133,7 @@ def test_text_chart():
     assert charts.text_chart({"baseline": [(0, 2.0), (10, 1.0)]}, 1.5, width=5, height=3) == [
         "   2.0000 |b", "   1.5000 |-----", "   1.0000 |    b", "          +-----",
         "           0  10"]
-    curves = {"baseline": [(1000, 3.0), (2000, 2.0)], "CL": [(1000, 2.5), (2000, 2.0)]}
+    curves = {"baseline": [(1000, 3.0), (2000, 2.0)], "CL_seqtru_voc": [(1000, 2.5), (2000, 2.0)]}
     assert charts.text_chart(curves, 2.5, width=11, height=5) == [
         "   3.0000 |     b", "   2.7500 |", "   2.5000 |-----c-----", "   2.2500 |",
         "   2.0000 |          b", "          +-----------", "           0     2,000"]
@@ -141,7 +142,7 @@ def test_text_chart():
 def test_speedup_bars():
     none = (None, "not reached", "")
     speedups = {"baseline": {"eff. tokens": (1.0, "1.00x", ""), "wall-clock": (1.0, "1.00x", "")},
-                "CL": {"eff. tokens": (1.37, "1.37x", ""), "wall-clock": none},
+                "CL_seqtru_voc": {"eff. tokens": (1.37, "1.37x", ""), "wall-clock": none},
                 "random-LTD": {"eff. tokens": none, "wall-clock": none}}
     bars = charts.speedup_bars(speedups)
     assert [b.count("#") for b in bars] == [20, 27, 0]
@@ -152,7 +153,7 @@ def test_speedup_bars():
 def test_png_chart(tmp_path):
     pytest.importorskip("matplotlib")
     s = {"baseline": {"eff. tokens": (1.0, "1.00x", ""), "wall-clock": (1.0, "1.00x", "")},
-         "CL": {"eff. tokens": (None, "not reached", ""), "wall-clock": (1.2, "1.20x", "")}}
+         "CL_seqtru_voc": {"eff. tokens": (None, "not reached", ""), "wall-clock": (1.2, "1.20x", "")}}
     path = charts.png_chart(str(tmp_path / "c.png"), {"baseline": [(1, 2.0), (2, 1.5)]}, 1.5, s)
     assert path == str(tmp_path / "c.png") and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
@@ -181,15 +182,15 @@ def test_reproduce_cases_without_lr_scaling():
     half = reproduce.reproduce_cases(TINY, fractions=(0.5,), seeds=(1,), lr_power=0.5)
     base_lr = reproduce.LRS["baseline"]
     assert len(half) == 5 and math.isclose(parse_args(half[0][3]).learning_rate, base_lr * 2 ** 0.5)
-    lrs = dict.fromkeys(reproduce.ARMS, 1e-3) | {"CL": 4e-3}  # each arm its own LR
-    cases = reproduce.reproduce_cases(TINY, seeds=(1,), lrs=lrs)
+    lrs = dict.fromkeys(reproduce.ARMS, 1e-3) | {"CL_seqtru_voc": 4e-3}  # each arm its own LR
+    cases = reproduce.reproduce_cases(TINY, seeds=(1,), lrs=lrs, names=reproduce.ARMS)
     assert {c[0]: parse_args(c[3]).learning_rate for c in cases} == lrs
 
 
 def test_reproduce_cases_subset():
-    cases = reproduce.reproduce_cases(TINY, seeds=(1,), names=("baseline", "CL + random-LTD"))
-    assert [(c[0], c[1]) for c in cases] == [("baseline", 1.0), ("CL + random-LTD", 1.0),
-                                             ("baseline", 0.5), ("CL + random-LTD", 0.5)]
+    cases = reproduce.reproduce_cases(TINY, seeds=(1,), names=("baseline", "CL_seqtru_voc + random-LTD"))
+    assert [(c[0], c[1]) for c in cases] == [("baseline", 1.0), ("CL_seqtru_voc + random-LTD", 1.0),
+                                             ("baseline", 0.5), ("CL_seqtru_voc + random-LTD", 0.5)]
 
 
 def test_a_budget_above_one_pass_is_refused(tmp_path, capsys):
@@ -276,7 +277,7 @@ def test_the_whole_pipeline_on_the_tiny_size(tiny_corpus, tmp_path, capsys):
     follow from the runs."""
     res = tiny(tiny_corpus, tmp_path, "--seeds=1,2", "--jobs=2")
     text = capsys.readouterr().out
-    assert set(res) == {(name, f) for name in reproduce.ARMS for f in TINY_FRACTIONS}
+    assert set(res) == {(name, f) for name in reproduce.TABLES["7"] for f in TINY_FRACTIONS}
     plan = reproduce.reproduce_cases(reproduce.SIZES["tiny"], TINY_FRACTIONS, (1, 2))
     for name, f, seed, args in plan:
         out = res[name, f][seed - 1]
@@ -289,23 +290,24 @@ def test_the_whole_pipeline_on_the_tiny_size(tiny_corpus, tmp_path, capsys):
         run_dir = f"{reproduce.slug(name)}_lr{reproduce.LRS[name]:g}_f{f:g}_s{seed}"
         assert os.path.exists(tmp_path / "size_tiny" / run_dir / "train.log")
     for f in TINY_FRACTIONS:
-        control, cl_ltd = res["step-matched baseline", f][0], res["CL + random-LTD", f][0]
+        control, cl_ltd = res["step-matched baseline", f][0], res["CL_seqtru_voc + random-LTD", f][0]
         assert abs(control["iter_num"] - cl_ltd["iter_num"]) <= 1 and control["rows"] == 13
         assert control["raw_tokens"] == control["effective_tokens"]  # full rows, nothing dropped
         row = rf"^step-matched baseline .* {100 * f:.0f}% .* {control['iter_num']} +13 "
         assert re.search(row, text, re.M)
     # CL + random-LTD's speedup in effective tokens for seed 2, by hand from its runs
-    base, cl_ltd = res["baseline", 1.0][1], [res["CL + random-LTD", f][1] for f in TINY_FRACTIONS]
+    base, cl_ltd = res["baseline", 1.0][1], [res["CL_seqtru_voc + random-LTD", f][1] for f in TINY_FRACTIONS]
     xs = [o["effective_tokens"] / base["effective_tokens"] for o in cl_ltd]
     losses = [o["val_loss"] for o in cl_ltd]
     i = next(k for k, v in enumerate(losses) if v <= base["val_loss"])
     t = (losses[i - 1] - base["val_loss"]) / (losses[i - 1] - losses[i])
     x = xs[i - 1] * (xs[i] / xs[i - 1]) ** t
-    line = re.search(r"^CL \+ random-LTD +(\S+) +\S+/(\S+) +(\S+) +(\S+)$", text, re.M)
-    speedups = reproduce.arm_speedups(res, "CL + random-LTD", TINY_FRACTIONS)
+    line = re.search(r"^CL_seqtru_voc \+ random-LTD +2x \(Table 7\) +(\S+) +\S+/(\S+) +(\S+) +(\S+)$",
+                     text, re.M)
+    speedups = reproduce.arm_speedups(res, "CL_seqtru_voc + random-LTD", TINY_FRACTIONS)
     assert list(line.groups()) == [speedups["eff. tokens"][1], f"{1 / x:.2f}x",
                                    *speedups["wall-clock"][1:]]
-    curves = {name: charts.mean_curve(res[name, 1.0]) for name in reproduce.ARMS}
+    curves = {name: charts.mean_curve(res[name, 1.0]) for name in reproduce.TABLES["7"]}
     target = np.mean([o["val_loss"] for o in res["baseline", 1.0]])
     assert "\n".join(charts.text_chart(curves, target)) in text
     assert "LR per arm from LRS in reproduce.py" in text
@@ -315,7 +317,7 @@ def test_the_whole_pipeline_on_the_tiny_size(tiny_corpus, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_jobs_2_gives_the_results_of_jobs_1(tiny_corpus, tmp_path):
-    flags = ["--cases=baseline,CL + random-LTD", "--fractions=0.5,1", "--seeds=1,2"]
+    flags = [f"--cases=baseline,{reproduce.COMPOSED}", "--fractions=0.5,1", "--seeds=1,2"]
     one = tiny(tiny_corpus, tmp_path / "one", *flags)
     two = tiny(tiny_corpus, tmp_path / "two", *flags, "--jobs=2")
     keys = ("val_loss", "evals", "iter_num", "raw_tokens", "effective_tokens")
@@ -359,13 +361,13 @@ def test_the_lr_sweep_picks_each_arms_best_lr(tiny_corpus, tmp_path, monkeypatch
         return runs[-1][1]
 
     monkeypatch.setattr(train, "train", counted)
-    flags = ["--cases=baseline,CL", "--fractions=0.5,1", "--seeds=1", "--lrs=1e-3,4e-3"]
+    flags = ["--cases=baseline,CL_seqtru_voc", "--fractions=0.5,1", "--seeds=1", "--lrs=1e-3,4e-3"]
     res = tiny(tiny_corpus, tmp_path, *flags)
-    sweep = {("CL" if cfg.cl_metric else "baseline", cfg.learning_rate): out["val_loss"]
+    sweep = {("CL_seqtru_voc" if cfg.cl_metric else "baseline", cfg.learning_rate): out["val_loss"]
              for cfg, out in runs[:4]}
     assert len(runs) == 6 and len(sweep) == 4  # 2 arms x 2 LRs at 100%, then the 50% runs only
     text = capsys.readouterr().out
-    for name in ("baseline", "CL"):
+    for name in ("baseline", "CL_seqtru_voc"):
         best = min((1e-3, 4e-3), key=lambda lr: sweep[name, lr])
         assert res[name, 1.0][0]["lr"] == res[name, 0.5][0]["lr"] == best
         assert res[name, 1.0][0]["val_loss"] == sweep[name, best]
