@@ -100,9 +100,11 @@ def flag(args, key):
 
 def summary(out):
     """The numbers the tables need from train.train's dict (its model and data stay behind);
-    seconds = wall-clock without the evaluations, which differ in number between budgets."""
-    keys = ("val_loss", "evals", "iter_num", "raw_tokens", "effective_tokens", "time", "eval_time")
-    return {**{k: out[k] for k in keys}, "seconds": out["time"] - out["eval_time"]}
+    seconds = wall-clock without the evaluations, which differ in number between budgets; evals
+    as lists, as summary.json gives them back."""
+    keys = ("val_loss", "iter_num", "raw_tokens", "effective_tokens", "time", "eval_time")
+    return {**{k: out[k] for k in keys}, "evals": [list(e) for e in out["evals"]],
+            "seconds": out["time"] - out["eval_time"]}
 
 
 def code_version():

@@ -6,7 +6,10 @@ import math
 import os
 import queue
 import re
+import signal
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -18,6 +21,7 @@ from support import prepare
 from experiments import charts, reproduce, runs
 import train
 from config import from_flags, parse_args
+from scheduler import CurriculumScheduler
 
 TINY = {"model": ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=16", "--batch_size=4"],
         "budget_steps": 2, "eval_samples": 640}
@@ -107,6 +111,72 @@ def test_the_step_matched_baseline_takes_cl_ltds_steps_on_full_rows():
         reproduce.arm_args(TINY, "CL_seqtru_voc + random-LTD", 1.0, 2e-3))
 
 
+@pytest.mark.parametrize("name", reproduce.ARMS)
+def test_each_arm_asks_for_the_curricula_its_paper_name_says(name):
+    """seqtru / seqres: a length curriculum by truncation / reshape; voc: vocabulary rarity; compress:
+    zlib's ratio; random-LTD: token dropping; the control: full rows in a smaller batch."""
+    cfg = parse_args(reproduce.arm_args(reproduce.SIZES["cpu"], name, 1.0, 4e-3))
+    metric = "vocab_rarity" if "voc" in name else "compression" if "compress" in name else ""
+    seqlen = "truncate" if "seqtru" in name else "reshape" if "seqres" in name else ""
+    assert (cfg.cl_metric, cfg.seqlen, cfg.random_ltd) == (metric, seqlen, "random-LTD" in name)
+    assert cfg.batch_size == (13 if name == "step-matched baseline" else 16)
+    if metric:  # the easiest 1% first, all at 40% of the budget, on fixed_root of degree 2
+        assert (cfg.cl_min, cfg.cl_max, cfg.cl_schedule, cfg.cl_root_degree) == (
+            1, 100, "fixed_root", 2)
+    if seqlen:
+        assert (cfg.seqlen_min, cfg.seqlen_step) == (8, 8)
+
+
+def test_planned_steps_count_reshaped_rows():
+    """Under seqlen_reshape step t trains G * (T // s) rows of s tokens. TINY (G 4, T 16): the
+    curriculum is 1 step long, so s = d(t + 1) = 16 from step 0: 64 tokens a step, 2 steps to 128.
+    At 20 dense steps s is 8 at first: 8 rows of 8, again 64 tokens (G rows would be 32): 20 steps."""
+    args = reproduce.arm_args(TINY, "CL_seqres", 1.0, 4e-3)
+    assert reproduce.planned_steps(args) == 2
+    longer = {**TINY, "budget_steps": 20}
+    args = reproduce.arm_args(longer, "CL_seqres", 1.0, 4e-3)
+    cfg = parse_args(args)
+    metrics, _ = from_flags(cfg, 4)
+    sched = CurriculumScheduler(metrics["seqlen_reshape"])
+    tokens, steps = 0, 0
+    while tokens < 20 * 4 * 16:  # by hand: rows * s per step, rows = 4 * (16 // s)
+        s = int(sched.get_difficulty(steps + 1))
+        tokens += 4 * (16 // s) * s
+        steps += 1
+    assert reproduce.planned_steps(args) == steps
+    assert steps == 20  # 8 and 16 both divide 16: a reshaped step trains 64 tokens, as a dense one
+
+
+def test_the_table_presets_pick_the_papers_arms():
+    grid = reproduce.GridConfig
+    assert reproduce.check_grid(grid(table="1"))[0] == (
+        "baseline", "CL_seqtru", "CL_seqres", "CL_voc", "CL_seqtru_voc", "CL_seqres_voc",
+        "CL_compress")
+    assert reproduce.check_grid(grid())[0] == (
+        "baseline", "CL_seqtru_voc", "random-LTD", reproduce.COMPOSED, "step-matched baseline")
+    names, _, ratios, *_ = reproduce.check_grid(grid(table="ratio"))
+    assert names == ("baseline", reproduce.COMPOSED) and ratios == [3, 30, 300]
+    assert reproduce.check_grid(grid(table="1", cases="baseline,CL_voc"))[0] == (
+        "baseline", "CL_voc")
+    with pytest.raises(ValueError, match="needs CL_seqtru_voc"):
+        reproduce.check_grid(grid(ratios="3", cases="baseline,CL_voc"))
+    assert set(reproduce.PAPER) == set(reproduce.ARMS) == set(charts.MARKS)
+    assert len(set(charts.MARKS.values())) == len(charts.MARKS)  # a letter each
+
+
+def test_the_ratio_report_says_where_the_papers_ratio_falls(capsys):
+    specs = {f"{r} tokens per parameter": {"params": 1000 * r, "ratio": r} for r in (3, 30, 300)}
+    base = {("baseline", 1.0): [{"effective_tokens": 10.0, "val_loss": 2.0, "passes": 0.1}]}
+    speed = {"eff. tokens": (1.2, "1.20x", "1.20x/1.20x"), "wall-clock": (1.0, "1.00x", "")}
+    reproduce.print_ratios(specs, dict.fromkeys(specs, base),
+                           dict.fromkeys(specs, {reproduce.COMPOSED: speed}))
+    text = capsys.readouterr().out
+    assert "about 230 tokens per parameter (1.3B parameters, 300B tokens), between 30 and 300" in text
+    reproduce.print_ratios({"3": specs["3 tokens per parameter"]}, {"3": base},
+                           {"3": {reproduce.COMPOSED: speed}})
+    assert "above every ratio run here" in capsys.readouterr().out
+
+
 def test_reach_interpolates_in_log_budget():
     """Hand-computed: halfway in loss between budgets 0.5 and 1 is sqrt(0.5); the issue's curve
     crosses at 0.65 * (0.8 / 0.65) ** (0.0537 / 0.0973) = 0.7289."""
@@ -172,7 +242,12 @@ def test_a_worker_ends_when_its_grid_is_gone(tmp_path, monkeypatch):
     tasks, results = queue.Queue(), queue.Queue()
     tasks.put((["--n_layer=0"], str(tmp_path / "train.log")))  # a run still in its queue
     tasks.put(None)
-    runs.worker(0, "cpu", tasks, results)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        runs.worker(0, "cpu", tasks, results)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # Ctrl-C is the grid's to handle
+    finally:
+        signal.signal(signal.SIGINT, handler)  # a worker is a process of its own: not this one
     assert results.empty() and tasks.qsize() == 2
 
 
@@ -374,3 +449,124 @@ def test_the_lr_sweep_picks_each_arms_best_lr(tiny_corpus, tmp_path, monkeypatch
         cells = [f"{sweep[name, lr]:.4f}" + ("*" if lr == best else " ") for lr in (1e-3, 4e-3)]
         assert re.search(rf"^{name} +{re.escape(cells[0])} +{re.escape(cells[1])}$", text, re.M)
     assert "LR per arm its best from the LR sweep above" in text
+
+
+@pytest.mark.slow
+def test_table_1_runs_every_arm_and_a_rerun_reuses_them_all(tiny_corpus, tmp_path, monkeypatch,
+                                                             capsys):
+    """python reproduce.py --size=tiny --table=1: every Table 1 arm takes its planned steps and its
+    row shows the paper's numbers; the same command again trains nothing and prints the same."""
+    flags = ["--table=1", "--seeds=1", "--fractions=0.5,1", "--jobs=2"]
+    first = tiny(tiny_corpus, tmp_path, *flags)
+    text = capsys.readouterr().out
+    assert set(first) == {(name, f) for name in reproduce.TABLES["1"] for f in (0.5, 1.0)}
+    for name, f, seed, args in reproduce.reproduce_cases(reproduce.SIZES["tiny"], [0.5, 1.0], [1],
+                                                         names=reproduce.TABLES["1"]):
+        assert first[name, f][0]["iter_num"] == reproduce.planned_steps(args)
+        row = rf"^{name} +{re.escape(reproduce.PAPER[name])} +(\S+x|not reached) "
+        assert re.search(row, text, re.M), name
+    monkeypatch.setattr(train, "train", None)  # a run would fail: all must be reused
+    again = tiny(tiny_corpus, tmp_path, *flags)
+    rerun = capsys.readouterr().out
+    assert rerun.startswith("reused 14 of 14 runs, finished earlier with the same flags and "
+                            f"training code (under {tmp_path}; --fresh runs them again)\n")
+    tables = "\nreproduce: seeds"
+    assert rerun[rerun.index(tables):] == text[text.index(tables):] and again == first
+
+
+def numbers_of(res):
+    keys = ("val_loss", "evals", "iter_num", "raw_tokens", "effective_tokens")
+    return {k: [[o[x] for x in keys] for o in v] for k, v in res.items()}
+
+
+@pytest.mark.slow
+def test_a_stopped_grid_goes_on_where_it_stopped(tiny_corpus, tmp_path, monkeypatch, capsys):
+    """SIGTERM in the second run (the grid's only process, --jobs=1): one line, exit 1, one run
+    kept; the same command trains the other and gives an uninterrupted grid's numbers; changed
+    training code or --fresh trains both again."""
+    flags = [f"--cases=baseline,{reproduce.COMPOSED}", "--fractions=1", "--seeds=1"]
+    whole = tiny(tiny_corpus, tmp_path / "whole", *flags)
+    real_loop, real_train, trained = train.train_loop, train.train, []
+
+    def stopped_loop(*args):
+        if len(trained) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # noted by train.py, which stops after a step
+        return real_loop(*args)
+
+    def counted(cfg):
+        trained.append(cfg)
+        return real_train(cfg)
+
+    monkeypatch.setattr(train, "train_loop", stopped_loop)
+    monkeypatch.setattr(train, "train", counted)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        tiny(tiny_corpus, tmp_path, *flags)
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and err == (
+        "stopped: 1 of the 2 runs to do finished, each saved beside its train.log; the same "
+        "command goes on from there (--fresh starts afresh)\n")
+    assert len(list(tmp_path.glob("size_tiny/*/summary.json"))) == 1
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the grid's handler is gone
+    monkeypatch.setattr(train, "train_loop", real_loop)
+    trained.clear()
+    assert numbers_of(tiny(tiny_corpus, tmp_path, *flags)) == numbers_of(whole)
+    assert len(trained) == 1 and "reused 1 of 2 runs" in capsys.readouterr().out
+    monkeypatch.setattr(runs, "code_version", lambda: "changed code")
+    tiny(tiny_corpus, tmp_path, *flags)
+    assert len(trained) == 3
+    tiny(tiny_corpus, tmp_path, *flags, "--fresh")
+    assert len(trained) == 5 and "reused" not in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_grid_of_worker_processes(tiny_corpus, tmp_path):
+    """python reproduce.py --jobs=2, SIGTERM once two runs are done: one line, exit 1, no worker
+    left behind; the same command goes on, reusing what was finished."""
+    cmd = [sys.executable, "reproduce.py", "--size=tiny", f"--data_dir={tiny_corpus}",
+           f"--out_dir={tmp_path}", "--cases=baseline", "--fractions=1", "--seeds=1,2,3,4,5,6,7,8",
+           "--jobs=2"]
+    grid = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while len(list(tmp_path.glob("size_tiny/*/summary.json"))) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    grid.send_signal(signal.SIGTERM)
+    out, err = grid.communicate(timeout=120)
+    kept = len(list(tmp_path.glob("size_tiny/*/summary.json")))
+    assert grid.returncode == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"stopped: {kept} of the 8 runs to do finished") and 2 <= kept < 8
+    workers = subprocess.run(["pgrep", "-f", f"{tmp_path}"], capture_output=True, text=True)
+    assert workers.stdout == ""  # every worker ended with the grid
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and again.stdout.startswith(f"reused {kept} of 8 runs")
+
+
+def test_a_run_is_reused_only_with_its_flags_and_code(tmp_path, monkeypatch):
+    """summary.json beside train.log: the same flags and code -> reused; another flag, other code,
+    or a damaged file -> run again."""
+    log = str(tmp_path / "run" / "train.log")
+    os.makedirs(tmp_path / "run")
+    out = {"val_loss": 2.5, "evals": [[64.0, 2.5]], "iter_num": 3}
+    runs.save_finished(["--seed=1", "--data_dir=a"], log, out)
+    assert runs.finished_runs([("key", ["--seed=1", "--data_dir=a"], log, "t")]) == {"key": out}
+    assert runs.finished_runs([("key", ["--seed=1", "--data_dir=b"], log, "t")]) == {}
+    monkeypatch.setattr(runs, "code_version", lambda: "other code")
+    assert runs.finished_runs([("key", ["--seed=1", "--data_dir=a"], log, "t")]) == {}
+    monkeypatch.undo()
+    (tmp_path / "run" / "summary.json").write_text('{"flags": ["--seed=1", "--data')
+    assert runs.finished_runs([("key", ["--seed=1", "--data_dir=a"], log, "t")]) == {}
+
+
+def test_the_code_version_follows_the_training_code(tmp_path, monkeypatch):
+    """A changed top-level or support/ file changes it; the experiments' own code does not."""
+    for path in ("train.py", "support/launch.py", "experiments/reproduce.py"):
+        os.makedirs(tmp_path / os.path.dirname(path), exist_ok=True)
+        (tmp_path / path).write_text("x = 1\n")
+    monkeypatch.setattr(runs, "ROOT", str(tmp_path))
+    before = runs.code_version()
+    (tmp_path / "experiments/reproduce.py").write_text("x = 2\n")
+    assert runs.code_version() == before
+    for path in ("train.py", "support/launch.py"):
+        (tmp_path / path).write_text("x = 3\n")
+        assert runs.code_version() != before
+        before = runs.code_version()
