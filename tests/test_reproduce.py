@@ -2,6 +2,7 @@
 over the data), where a curve reaches the baseline's loss, the charts, the default command on a GPU
 machine, --jobs, a failed run, the LR sweep, and the whole pipeline on the tiny size."""
 
+import json
 import math
 import os
 import queue
@@ -570,3 +571,24 @@ def test_the_code_version_follows_the_training_code(tmp_path, monkeypatch):
         (tmp_path / path).write_text("x = 3\n")
         assert runs.code_version() != before
         before = runs.code_version()
+
+
+@pytest.mark.parametrize("above", [True, False])
+def test_a_grid_whose_baseline_stays_above_the_unigram_entropy_says_so(tiny_corpus, tmp_path,
+                                                                       monkeypatch, capsys, above):
+    """A baseline that learned less than token counts give: one note that the grid tests the
+    pipeline only; below the entropy, none."""
+    with open(os.path.join(tiny_corpus, "meta.json")) as f:
+        entropy = json.load(f)["unigram_entropy"]
+    loss = entropy + (0.5 if above else -0.5)
+
+    def fake_train(cfg):
+        return {"val_loss": loss, "iter_num": 1, "raw_tokens": cfg.max_tokens, "time": 1.0,
+                "effective_tokens": cfg.max_tokens, "eval_time": 0.5, "evals": [(1, loss)]}
+
+    monkeypatch.setattr(train, "train", fake_train)
+    tiny(tiny_corpus, tmp_path, "--cases=baseline", "--fractions=1", "--seeds=1")
+    note = (f"note: size tiny: the baseline's val loss {loss:.4f} is above the data's unigram "
+            f"entropy {entropy:.4f} (what token counts alone give): the models learned little, so "
+            "this grid tests the pipeline, not the techniques\n")
+    assert capsys.readouterr().out.endswith(note) == above
