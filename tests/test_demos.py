@@ -1,0 +1,99 @@
+"""The concept files' demos (python analyzer.py, scheduler.py, sampler.py, random_ltd.py): what they
+print is checked against the functions they show, on a copy of the tiny corpus, never the default.
+
+Each test says the wrong edits it catches; each was tried and seen to fail."""
+
+import os
+import re
+import runpy
+import shutil
+
+import numpy as np
+import pytest
+
+import analyzer
+import data
+from support import demos
+from support import index as index_cache
+from support import prepare
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def demo_corpus(corpus, tmp_path):
+    """A copy of the tiny corpus: a demo builds its index beside train.bin, not the shared one's."""
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for name in ("train.bin", "val.bin", "meta.json"):
+        shutil.copy(os.path.join(corpus, name), d / name)
+    return str(d)
+
+
+def sorted_index(data_dir, block_size):
+    """(index_to_sample, index_to_metric, sample_to_metric) of vocab_rarity, built apart."""
+    bin_path = os.path.join(data_dir, "train.bin")
+    out = os.path.join(data_dir, "check-index")
+    got = index_cache.ensure_index(bin_path, block_size, ["vocab_rarity"], out, 1, verbose=False)
+    index = got["vocab_rarity"]
+    return (np.asarray(index["index_to_sample"]), np.asarray(index["index_to_metric"]),
+            np.asarray(index["sample_to_metric"]))
+
+
+# -----------------------------------------------------------------------------
+# analyzer.py
+
+
+def test_analyzer_demo_shows_the_easiest_median_and_hardest_windows(demo_corpus, capsys):
+    """Catches: a descending sort, printing the rank instead of the window id, the hardest taken
+    from the wrong end, a window decoded from another id, a histogram that loses windows."""
+    analyzer.demo(demo_corpus, block_size=16, k=2)
+    out = capsys.readouterr().out.splitlines()
+    i2s, i2m, s2m = sorted_index(demo_corpus, 16)
+    N = len(i2s)
+    shown = {"easiest": [], "median": [], "hardest": []}
+    windows = data.SampleWindows(os.path.join(demo_corpus, "train.bin"), 16)
+    for j, line in enumerate(out):
+        m = re.fullmatch(r"(easiest|median|hardest): window (\d+), vocab_rarity ([\d.]+)", line)
+        if m:
+            i, score = int(m[2]), float(m[3])
+            shown[m[1]].append(i)
+            assert score == pytest.approx(s2m[i], abs=0.051)  # printed with one decimal
+            text = data.decode(windows.get([i]))
+            escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+            assert out[j + 1].strip().startswith("|" + escaped[:40])  # the window's own text
+    assert shown == {"easiest": list(i2s[:2]), "median": [i2s[N // 2]],
+                     "hardest": [i2s[-1], i2s[-2]]}
+    assert s2m[shown["easiest"][-1]] <= s2m[shown["median"][0]] <= s2m[shown["hardest"][-1]]
+    assert s2m[shown["easiest"][0]] == s2m.min() and s2m[shown["hardest"][0]] == s2m.max()
+    bins = [re.fullmatch(r"\s*([\d.]+) \.\.\s+([\d.]+)\s+([\d,]+)  (#*)", line) for line in out]
+    bins = [b for b in bins if b]
+    assert len(bins) == 12 and sum(int(b[3].replace(",", "")) for b in bins) == N
+    assert float(bins[0][1]) == pytest.approx(s2m.min(), abs=0.051)
+    assert float(bins[-1][2]) == pytest.approx(s2m.max(), abs=0.051)
+    assert max(len(b[4]) for b in bins) == 40
+    assert all((len(b[4]) > 0) == (b[3] != "0") for b in bins)  # a non-empty bin shows
+    assert f"{N:,} windows of 16+1 tokens" in out[0]
+
+
+def test_show_text_escapes_unprintables_and_keeps_the_width(capsys):
+    """Catches: a raw newline, tab or control byte reaching the terminal, lines of other widths."""
+    demos.show_text("a\tb\nc\x00" + "x" * 100, width=20)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "    |a\\tb\\nc\\x00xxxxxxxxx|"  # 11 + 9 characters
+    assert all(len(line) == 4 + 20 + 2 and line.endswith("|") for line in lines)
+    assert "".join(line[5:-1] for line in lines).rstrip() == "a\\tb\\nc\\x00" + "x" * 100
+
+
+# -----------------------------------------------------------------------------
+# the four commands
+
+
+@pytest.mark.parametrize("name", ["analyzer"])
+def test_python_concept_file_runs_its_demo(name, demo_corpus, monkeypatch, capsys):
+    """python <concept>.py runs demo() (on the tiny corpus standing in for the default one)."""
+    monkeypatch.setattr(prepare, "DEFAULT_DIR", demo_corpus)
+    runpy.run_path(os.path.join(ROOT, f"{name}.py"), run_name="__main__")
+    first = {"analyzer": f"{demo_corpus}/train.bin: "}
+    assert capsys.readouterr().out.startswith(first[name])
+
