@@ -30,3 +30,11 @@ def histogram(values, bins=12, width=40):
         bar = "#" * int(np.ceil(width * c / counts.max()))
         print(f"  {lo:9.1f} .. {hi:9.1f} {c:9,d}  {bar}")
 
+
+def table(header, rows):
+    """Print rows (lists of values) under header (names) in right-aligned columns."""
+    cells = [list(map(str, header))] + [[f"{v:,}" if isinstance(v, int) else str(v) for v in row]
+                                        for row in rows]
+    widths = [max(len(r[j]) for r in cells) for j in range(len(header))]
+    for r in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))

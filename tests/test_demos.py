@@ -7,12 +7,16 @@ import os
 import re
 import runpy
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import analyzer
+import config
 import data
+import scheduler
 from support import demos
 from support import index as index_cache
 from support import prepare
@@ -86,14 +90,63 @@ def test_show_text_escapes_unprintables_and_keeps_the_width(capsys):
 
 
 # -----------------------------------------------------------------------------
+# scheduler.py
+
+
+def table_rows(out, n_columns):
+    """Rows of numbers (commas removed) of a printed table."""
+    rows = []
+    for line in out.splitlines():
+        cells = line.split()
+        if len(cells) == n_columns and all(re.fullmatch(r"[\d,]+", c) for c in cells):
+            rows.append([int(c.replace(",", "")) for c in cells])
+    return rows
+
+
+def test_scheduler_demo_table_is_the_schedules_of_train_py_s_flags(capsys):
+    """Catches: d(t+1) or r(t+1) printed for t, another root degree, total_curriculum_step or
+    require_steps than train.py's defaults give, a column under another schedule's name."""
+    scheduler.demo()
+    out = capsys.readouterr().out
+    header = "step t  fixed_linear  fixed_root  fixed_discrete  r(t)"
+    assert header in out
+    shown = table_rows(out, 5)
+    assert [r[0] for r in shown] == [1, 25, 50, 100, 150, 200, 300, 400, 500, 600, 750, 900, 1500]
+    scheduler.demo(steps=range(1, 1501))  # every step: r(t) and r(t+1) differ only at some
+    rows = table_rows(capsys.readouterr().out, 5)
+    assert [r[0] for r in rows] == list(range(1, 1501)) and all(r in rows for r in shown)
+    ltd = config.from_flags(config.parse_args(["--random_ltd"]), 16)[1]
+    ltd = scheduler.RandomLTDScheduler(ltd["random_ltd_schedule"])
+    for j, kind in enumerate(("fixed_linear", "fixed_root", "fixed_discrete")):
+        flags = ["--cl_metric=vocab_rarity", f"--cl_schedule={kind}",
+                 "--cl_discrete_difficulty=10,50,100", "--cl_discrete_max_step=200,400"]
+        entry = config.from_flags(config.parse_args(flags), 16)[0]["vocab_rarity"]
+        s = scheduler.CurriculumScheduler(entry)
+        assert [r[1 + j] for r in rows] == [s.get_difficulty(r[0]) for r in rows], kind
+    assert [r[4] for r in rows] == [ltd.get_value(r[0]) for r in rows]
+    # by hand: fixed_root at t=150: floor(sqrt(150/600) * 99 + 1) = 50; fixed_linear at t=300:
+    # floor(300/600 * 99 + 1) = 50; r(100) = floor(100/900 * 96 + 32) = 42 -> 42 - 42 % 8 = 40
+    by_step = {r[0]: r for r in rows}
+    assert by_step[150][2] == 50 and by_step[300][1] == 50 and by_step[100][4] == 40
+
+
+# -----------------------------------------------------------------------------
 # the four commands
 
 
-@pytest.mark.parametrize("name", ["analyzer"])
+@pytest.mark.parametrize("name", ["analyzer", "scheduler"])
 def test_python_concept_file_runs_its_demo(name, demo_corpus, monkeypatch, capsys):
     """python <concept>.py runs demo() (on the tiny corpus standing in for the default one)."""
     monkeypatch.setattr(prepare, "DEFAULT_DIR", demo_corpus)
     runpy.run_path(os.path.join(ROOT, f"{name}.py"), run_name="__main__")
-    first = {"analyzer": f"{demo_corpus}/train.bin: "}
+    first = {"analyzer": f"{demo_corpus}/train.bin: ", "scheduler": "d(t): percentile"}
     assert capsys.readouterr().out.startswith(first[name])
 
+
+def test_scheduler_demo_runs_as_a_command():
+    """No data needed: the real commands, in a fresh process, one torch thread."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name, last in (("scheduler.py", "random-LTD uses r(t)"),):
+        r = subprocess.run([sys.executable, name], capture_output=True, text=True, cwd=ROOT,
+                           env=env, timeout=120)
+        assert r.returncode == 0 and r.stderr == "" and last in r.stdout.splitlines()[-1]
