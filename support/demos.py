@@ -5,7 +5,22 @@ the layout of what they print, and the default corpus's index for the sampler's.
 Each concept file keeps the part of its demo that shows its own idea; this is the rest.
 """
 
+import os
+
 import numpy as np
+
+import data
+from support.index import ensure_index
+from support.prepare import corpus_dir
+
+
+def corpus_index(data_dir, block_size, name):
+    """(windows, {name: index}) of data_dir's train.bin ("": the default corpus, prepared on first
+    use), the metric's index built or checked as train.py does it (support/index.py)."""
+    data_dir = corpus_dir(data_dir)
+    bin_path = os.path.join(data_dir, "train.bin")
+    index = ensure_index(bin_path, block_size, [name], os.path.join(data_dir, "index"))
+    return data.SampleWindows(bin_path, block_size), index
 
 
 def show_text(text, width=90, indent="    "):

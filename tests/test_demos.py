@@ -16,6 +16,7 @@ import pytest
 import analyzer
 import config
 import data
+import sampler
 import scheduler
 from support import demos
 from support import index as index_cache
@@ -131,15 +132,59 @@ def test_scheduler_demo_table_is_the_schedules_of_train_py_s_flags(capsys):
 
 
 # -----------------------------------------------------------------------------
+# sampler.py
+
+
+def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it(demo_corpus, capsys):
+    """Catches: the pool of d(t) instead of d(t+1), a pool size that is not admitted_prefix's, a
+    rank taken from index_to_sample instead of its inverse, ids drawn from outside the pool."""
+    sampler.demo(demo_corpus, block_size=16)
+    out = capsys.readouterr().out
+    i2s, i2m, _ = sorted_index(demo_corpus, 16)
+    N = len(i2s)
+    rank = np.empty(N, dtype=np.int64)
+    rank[i2s] = np.arange(N)
+    sc = {"total_curriculum_step": 600, "difficulty_step": 1, "root_degree": 2}
+    entry = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
+             "schedule_type": "fixed_root", "schedule_config": sc}
+    s = scheduler.CurriculumScheduler(entry)
+    rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+([\d,]+)  (.*)$", out, re.M)
+    assert [int(r[0]) for r in rows] == [0, 50, 150, 300, 450, 599, 1000]
+    pools = []
+    for t, d, pool, drawn in rows:
+        t, d, pool = int(t), int(d), int(pool.replace(",", ""))
+        assert d == s.get_difficulty(t + 1)
+        assert pool == sampler.admitted_prefix("percentile", d, i2s, i2m, 100)
+        pools.append(pool)
+        pairs = re.findall(r"(\d+) \(([\d,]+)\)", drawn)
+        assert len(pairs) == 4 and len({i for i, _ in pairs}) == 4
+        for i, r in pairs:
+            assert int(r.replace(",", "")) == rank[int(i)] < pool  # one of the admitted easiest
+    assert pools == sorted(pools) and pools[0] < pools[-1] == N
+
+
+def test_sampler_demo_seqlen_transforms_of_a_small_batch(demo_corpus, capsys):
+    """Catches: truncate to L tokens instead of L+1, reshape rows that share no token (Megatron's)
+    or drop a row. By hand: windows [0..8], [8..16]; L = 4."""
+    sampler.demo(demo_corpus, block_size=16, steps=(0,))
+    out = capsys.readouterr().out
+    truncated = "[[ 0  1  2  3  4]\n [ 8  9 10 11 12]]"
+    reshaped = "[[ 0  1  2  3  4]\n [ 4  5  6  7  8]\n [ 8  9 10 11 12]\n [12 13 14 15 16]]"
+    assert f"seqlen_truncate(batch, 4): the first L+1 tokens\n{truncated}\n" in out
+    assert out.endswith(f"overlapping by one\n{reshaped}\n")
+
+
+# -----------------------------------------------------------------------------
 # the four commands
 
 
-@pytest.mark.parametrize("name", ["analyzer", "scheduler"])
+@pytest.mark.parametrize("name", ["analyzer", "scheduler", "sampler"])
 def test_python_concept_file_runs_its_demo(name, demo_corpus, monkeypatch, capsys):
     """python <concept>.py runs demo() (on the tiny corpus standing in for the default one)."""
     monkeypatch.setattr(prepare, "DEFAULT_DIR", demo_corpus)
     runpy.run_path(os.path.join(ROOT, f"{name}.py"), run_name="__main__")
-    first = {"analyzer": f"{demo_corpus}/train.bin: ", "scheduler": "d(t): percentile"}
+    first = {"analyzer": f"{demo_corpus}/train.bin: ", "scheduler": "d(t): percentile",
+             "sampler": "built index vocab_rarity"}
     assert capsys.readouterr().out.startswith(first[name])
 
 
