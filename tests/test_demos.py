@@ -12,10 +12,12 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 import analyzer
 import config
 import data
+import random_ltd
 import sampler
 import scheduler
 from support import demos
@@ -175,23 +177,56 @@ def test_sampler_demo_seqlen_transforms_of_a_small_batch(demo_corpus, capsys):
 
 
 # -----------------------------------------------------------------------------
+# random_ltd.py
+
+
+@pytest.mark.parametrize("B, T, r, n_layer, seed", [(2, 64, 16, 4, 0), (3, 20, 5, 6, 7)])
+def test_random_ltd_demo_marks_the_kept_positions(B, T, r, n_layer, seed, capsys):
+    """Catches: r + 1 or r - 1 kept, a first or last layer that drops, marks of the dropped
+    positions, marks not the drawn indices, a wrong count of token-layers saved."""
+    random_ltd.demo(B, T, r, n_layer, seed)
+    out = capsys.readouterr().out
+    rows = re.findall(r"^layer (\d+) sample (\d+)  ([#.]+)$", out, re.M)
+    assert [(int(a), int(b)) for a, b, _ in rows] == [(a, b) for a in range(n_layer)
+                                                      for b in range(B)]
+    n = n_layer - 2
+    g = torch.Generator().manual_seed(seed)
+    idx = random_ltd.sample_kept_indices(n * B, T, r, g).view(n, B, r)
+    for layer, b, marks in rows:
+        layer, b = int(layer), int(b)
+        assert len(marks) == T
+        kept = [p for p, c in enumerate(marks) if c == "#"]
+        if layer in (0, n_layer - 1):
+            assert kept == list(range(T))  # the first and last layers see every token
+        else:
+            assert kept == idx[layer - 1, b].tolist() and len(kept) == r
+    m = re.search(r"layer 1 sample 0 keeps positions \[([\d, ]+)\]", out)
+    positions = [int(p) for p in m[1].split(",")]
+    assert positions == sorted(set(positions)) == [p for p, c in enumerate(rows[B][2]) if c == "#"]
+    ltd, dense = B * (T * 2 + r * n), B * T * n_layer
+    assert f"= {ltd:,} of {dense:,} dense: {1 - ltd / dense:.1%} saved" in out
+    if (B, T, r, n_layer) == (2, 64, 16, 4):
+        assert "2 * (64 * 2 + 16 * 2) = 320 of 512 dense: 37.5% saved" in out  # by hand
+
+
+# -----------------------------------------------------------------------------
 # the four commands
 
 
-@pytest.mark.parametrize("name", ["analyzer", "scheduler", "sampler"])
+@pytest.mark.parametrize("name", ["analyzer", "scheduler", "sampler", "random_ltd"])
 def test_python_concept_file_runs_its_demo(name, demo_corpus, monkeypatch, capsys):
     """python <concept>.py runs demo() (on the tiny corpus standing in for the default one)."""
     monkeypatch.setattr(prepare, "DEFAULT_DIR", demo_corpus)
     runpy.run_path(os.path.join(ROOT, f"{name}.py"), run_name="__main__")
     first = {"analyzer": f"{demo_corpus}/train.bin: ", "scheduler": "d(t): percentile",
-             "sampler": "built index vocab_rarity"}
+             "sampler": "built index vocab_rarity", "random_ltd": "2 samples of T = 64"}
     assert capsys.readouterr().out.startswith(first[name])
 
 
-def test_scheduler_demo_runs_as_a_command():
+def test_scheduler_and_random_ltd_demos_run_as_commands():
     """No data needed: the real commands, in a fresh process, one torch thread."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for name, last in (("scheduler.py", "random-LTD uses r(t)"),):
+    for name, last in (("scheduler.py", "random-LTD uses r(t)"), ("random_ltd.py", "saved")):
         r = subprocess.run([sys.executable, name], capture_output=True, text=True, cwd=ROOT,
                            env=env, timeout=120)
         assert r.returncode == 0 and r.stderr == "" and last in r.stdout.splitlines()[-1]
