@@ -159,6 +159,36 @@ def load_index(index_dir, name):
     return {k: np.load(os.path.join(index_dir, name, k + ".npy"), mmap_mode="r") for k in KEYS}
 
 
-if __name__ == "__main__":  # the command line moved to support/index.py: say so, not exit silently
-    raise SystemExit("error: python analyzer.py is now python -m support.index (train.py also "
-                     "builds the index on first use)")
+# -----------------------------------------------------------------------------
+# demo: python analyzer.py scores a corpus and shows its easiest and hardest windows
+
+
+def demo(data_dir="", block_size=128, k=2):
+    """Score every window of data_dir's train.bin ("": the default corpus, prepared on first use)
+    by vocab_rarity; print the k easiest, the median and the k hardest window, decoded, and the
+    metric's histogram."""
+    from support import demos  # printing only
+    from support.prepare import corpus_dir
+
+    bin_path = os.path.join(corpus_dir(data_dir), "train.bin")
+    neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) pass 1
+    windows = data.SampleWindows(bin_path, block_size)
+    N = len(windows)
+    _, values = score_range((bin_path, block_size, ["vocab_rarity"], neg_log_p, 0, N))  # pass 2
+    index_to_sample, index_to_metric = sort_index(values["vocab_rarity"])  # easiest first
+    print(f"{bin_path}: {N:,} windows of {block_size}+1 tokens, each scored by")
+    print("vocab_rarity = sum of -ln p(u) over its tokens u, p(u) from the train split's counts")
+    shown = (("easiest", range(k)), ("median", [N // 2]), ("hardest", range(N - 1, N - 1 - k, -1)))
+    for name, ranks in shown:
+        for rank in ranks:
+            i = index_to_sample[rank]
+            print(f"{name}: window {i}, vocab_rarity {index_to_metric[rank]:.1f}")
+            demos.show_text(data.decode(windows.get([i])))
+    print(f"vocab_rarity of the {N:,} windows (min {index_to_metric[0]:.1f}, "
+          f"median {index_to_metric[N // 2]:.1f}, max {index_to_metric[-1]:.1f}):")
+    demos.histogram(index_to_metric)
+    print("python -m support.index saves this sort for train.py (which also does on first use)")
+
+
+if __name__ == "__main__":
+    demo()

@@ -152,13 +152,6 @@ def test_unknown_metric_and_cli_errors(corpus, tmp_path):
     assert not os.path.exists(tmp_path / "index" / "vocab_rarity" / "info.json")
 
 
-def test_the_old_command_names_the_new_one():
-    """python analyzer.py, the command before issue 27, once exited 0 doing nothing."""
-    r = subprocess.run([sys.executable, "analyzer.py"], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1
-    assert r.stderr.startswith("error: python analyzer.py is now python -m support.index")
-
-
 def _damage(d, target, how):
     """Spoil one file of the index in d (how: truncate, garbage, empty, delete, keys, float32, int32)."""
     path = os.path.join(d, target if target == "info.json" else target + ".npy")

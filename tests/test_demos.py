@@ -1,0 +1,232 @@
+"""The concept files' demos (python analyzer.py, scheduler.py, sampler.py, random_ltd.py): what they
+print is checked against the functions they show, on a copy of the tiny corpus, never the default.
+
+Each test says the wrong edits it catches; each was tried and seen to fail."""
+
+import os
+import re
+import runpy
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import analyzer
+import config
+import data
+import random_ltd
+import sampler
+import scheduler
+from support import demos
+from support import index as index_cache
+from support import prepare
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def demo_corpus(corpus, tmp_path):
+    """A copy of the tiny corpus: a demo builds its index beside train.bin, not the shared one's."""
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for name in ("train.bin", "val.bin", "meta.json"):
+        shutil.copy(os.path.join(corpus, name), d / name)
+    return str(d)
+
+
+def sorted_index(data_dir, block_size):
+    """(index_to_sample, index_to_metric, sample_to_metric) of vocab_rarity, built apart."""
+    bin_path = os.path.join(data_dir, "train.bin")
+    out = os.path.join(data_dir, "check-index")
+    got = index_cache.ensure_index(bin_path, block_size, ["vocab_rarity"], out, 1, verbose=False)
+    index = got["vocab_rarity"]
+    return (np.asarray(index["index_to_sample"]), np.asarray(index["index_to_metric"]),
+            np.asarray(index["sample_to_metric"]))
+
+
+# -----------------------------------------------------------------------------
+# analyzer.py
+
+
+def test_analyzer_demo_shows_the_easiest_median_and_hardest_windows(demo_corpus, capsys):
+    """Catches: a descending sort, printing the rank instead of the window id, the hardest taken
+    from the wrong end, a window decoded from another id, a histogram that loses windows."""
+    analyzer.demo(demo_corpus, block_size=16, k=2)
+    out = capsys.readouterr().out.splitlines()
+    i2s, i2m, s2m = sorted_index(demo_corpus, 16)
+    N = len(i2s)
+    shown = {"easiest": [], "median": [], "hardest": []}
+    windows = data.SampleWindows(os.path.join(demo_corpus, "train.bin"), 16)
+    for j, line in enumerate(out):
+        m = re.fullmatch(r"(easiest|median|hardest): window (\d+), vocab_rarity ([\d.]+)", line)
+        if m:
+            i, score = int(m[2]), float(m[3])
+            shown[m[1]].append(i)
+            assert score == pytest.approx(s2m[i], abs=0.051)  # printed with one decimal
+            text = data.decode(windows.get([i]))
+            escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+            assert out[j + 1].strip().startswith("|" + escaped[:40])  # the window's own text
+    assert shown == {"easiest": list(i2s[:2]), "median": [i2s[N // 2]],
+                     "hardest": [i2s[-1], i2s[-2]]}
+    assert s2m[shown["easiest"][-1]] <= s2m[shown["median"][0]] <= s2m[shown["hardest"][-1]]
+    assert s2m[shown["easiest"][0]] == s2m.min() and s2m[shown["hardest"][0]] == s2m.max()
+    bins = [re.fullmatch(r"\s*([\d.]+) \.\.\s+([\d.]+)\s+([\d,]+)  (#*)", line) for line in out]
+    bins = [b for b in bins if b]
+    assert len(bins) == 12 and sum(int(b[3].replace(",", "")) for b in bins) == N
+    assert float(bins[0][1]) == pytest.approx(s2m.min(), abs=0.051)
+    assert float(bins[-1][2]) == pytest.approx(s2m.max(), abs=0.051)
+    assert max(len(b[4]) for b in bins) == 40
+    assert all((len(b[4]) > 0) == (b[3] != "0") for b in bins)  # a non-empty bin shows
+    assert f"{N:,} windows of 16+1 tokens" in out[0]
+
+
+def test_show_text_escapes_unprintables_and_keeps_the_width(capsys):
+    """Catches: a raw newline, tab or control byte reaching the terminal, lines of other widths."""
+    demos.show_text("a\tb\nc\x00" + "x" * 100, width=20)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "    |a\\tb\\nc\\x00xxxxxxxxx|"  # 11 + 9 characters
+    assert all(len(line) == 4 + 20 + 2 and line.endswith("|") for line in lines)
+    assert "".join(line[5:-1] for line in lines).rstrip() == "a\\tb\\nc\\x00" + "x" * 100
+
+
+# -----------------------------------------------------------------------------
+# scheduler.py
+
+
+def table_rows(out, n_columns):
+    """Rows of numbers (commas removed) of a printed table."""
+    rows = []
+    for line in out.splitlines():
+        cells = line.split()
+        if len(cells) == n_columns and all(re.fullmatch(r"[\d,]+", c) for c in cells):
+            rows.append([int(c.replace(",", "")) for c in cells])
+    return rows
+
+
+def test_scheduler_demo_table_is_the_schedules_of_train_py_s_flags(capsys):
+    """Catches: d(t+1) or r(t+1) printed for t, another root degree, total_curriculum_step or
+    require_steps than train.py's defaults give, a column under another schedule's name."""
+    scheduler.demo()
+    out = capsys.readouterr().out
+    header = "step t  fixed_linear  fixed_root  fixed_discrete  r(t)"
+    assert header in out
+    shown = table_rows(out, 5)
+    assert [r[0] for r in shown] == [1, 25, 50, 100, 150, 200, 300, 400, 500, 600, 750, 900, 1500]
+    scheduler.demo(steps=range(1, 1501))  # every step: r(t) and r(t+1) differ only at some
+    rows = table_rows(capsys.readouterr().out, 5)
+    assert [r[0] for r in rows] == list(range(1, 1501)) and all(r in rows for r in shown)
+    ltd = config.from_flags(config.parse_args(["--random_ltd"]), 16)[1]
+    ltd = scheduler.RandomLTDScheduler(ltd["random_ltd_schedule"])
+    for j, kind in enumerate(("fixed_linear", "fixed_root", "fixed_discrete")):
+        flags = ["--cl_metric=vocab_rarity", f"--cl_schedule={kind}",
+                 "--cl_discrete_difficulty=10,50,100", "--cl_discrete_max_step=200,400"]
+        entry = config.from_flags(config.parse_args(flags), 16)[0]["vocab_rarity"]
+        s = scheduler.CurriculumScheduler(entry)
+        assert [r[1 + j] for r in rows] == [s.get_difficulty(r[0]) for r in rows], kind
+    assert [r[4] for r in rows] == [ltd.get_value(r[0]) for r in rows]
+    # by hand: fixed_root at t=150: floor(sqrt(150/600) * 99 + 1) = 50; fixed_linear at t=300:
+    # floor(300/600 * 99 + 1) = 50; r(100) = floor(100/900 * 96 + 32) = 42 -> 42 - 42 % 8 = 40
+    by_step = {r[0]: r for r in rows}
+    assert by_step[150][2] == 50 and by_step[300][1] == 50 and by_step[100][4] == 40
+
+
+# -----------------------------------------------------------------------------
+# sampler.py
+
+
+def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it(demo_corpus, capsys):
+    """Catches: the pool of d(t) instead of d(t+1), a pool size that is not admitted_prefix's, a
+    rank taken from index_to_sample instead of its inverse, ids drawn from outside the pool."""
+    sampler.demo(demo_corpus, block_size=16)
+    out = capsys.readouterr().out
+    i2s, i2m, _ = sorted_index(demo_corpus, 16)
+    N = len(i2s)
+    rank = np.empty(N, dtype=np.int64)
+    rank[i2s] = np.arange(N)
+    sc = {"total_curriculum_step": 600, "difficulty_step": 1, "root_degree": 2}
+    entry = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
+             "schedule_type": "fixed_root", "schedule_config": sc}
+    s = scheduler.CurriculumScheduler(entry)
+    rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+([\d,]+)  (.*)$", out, re.M)
+    assert [int(r[0]) for r in rows] == [0, 50, 150, 300, 450, 599, 1000]
+    pools = []
+    for t, d, pool, drawn in rows:
+        t, d, pool = int(t), int(d), int(pool.replace(",", ""))
+        assert d == s.get_difficulty(t + 1)
+        assert pool == sampler.admitted_prefix("percentile", d, i2s, i2m, 100)
+        pools.append(pool)
+        pairs = re.findall(r"(\d+) \(([\d,]+)\)", drawn)
+        assert len(pairs) == 4 and len({i for i, _ in pairs}) == 4
+        for i, r in pairs:
+            assert int(r.replace(",", "")) == rank[int(i)] < pool  # one of the admitted easiest
+    assert pools == sorted(pools) and pools[0] < pools[-1] == N
+
+
+def test_sampler_demo_seqlen_transforms_of_a_small_batch(demo_corpus, capsys):
+    """Catches: truncate to L tokens instead of L+1, reshape rows that share no token (Megatron's)
+    or drop a row. By hand: windows [0..8], [8..16]; L = 4."""
+    sampler.demo(demo_corpus, block_size=16, steps=(0,))
+    out = capsys.readouterr().out
+    truncated = "[[ 0  1  2  3  4]\n [ 8  9 10 11 12]]"
+    reshaped = "[[ 0  1  2  3  4]\n [ 4  5  6  7  8]\n [ 8  9 10 11 12]\n [12 13 14 15 16]]"
+    assert f"seqlen_truncate(batch, 4): the first L+1 tokens\n{truncated}\n" in out
+    assert out.endswith(f"overlapping by one\n{reshaped}\n")
+
+
+# -----------------------------------------------------------------------------
+# random_ltd.py
+
+
+@pytest.mark.parametrize("B, T, r, n_layer, seed", [(2, 64, 16, 4, 0), (3, 20, 5, 6, 7)])
+def test_random_ltd_demo_marks_the_kept_positions(B, T, r, n_layer, seed, capsys):
+    """Catches: r + 1 or r - 1 kept, a first or last layer that drops, marks of the dropped
+    positions, marks not the drawn indices, a wrong count of token-layers saved."""
+    random_ltd.demo(B, T, r, n_layer, seed)
+    out = capsys.readouterr().out
+    rows = re.findall(r"^layer (\d+) sample (\d+)  ([#.]+)$", out, re.M)
+    assert [(int(a), int(b)) for a, b, _ in rows] == [(a, b) for a in range(n_layer)
+                                                      for b in range(B)]
+    n = n_layer - 2
+    g = torch.Generator().manual_seed(seed)
+    idx = random_ltd.sample_kept_indices(n * B, T, r, g).view(n, B, r)
+    for layer, b, marks in rows:
+        layer, b = int(layer), int(b)
+        assert len(marks) == T
+        kept = [p for p, c in enumerate(marks) if c == "#"]
+        if layer in (0, n_layer - 1):
+            assert kept == list(range(T))  # the first and last layers see every token
+        else:
+            assert kept == idx[layer - 1, b].tolist() and len(kept) == r
+    m = re.search(r"layer 1 sample 0 keeps positions \[([\d, ]+)\]", out)
+    positions = [int(p) for p in m[1].split(",")]
+    assert positions == sorted(set(positions)) == [p for p, c in enumerate(rows[B][2]) if c == "#"]
+    ltd, dense = B * (T * 2 + r * n), B * T * n_layer
+    assert f"= {ltd:,} of {dense:,} dense: {1 - ltd / dense:.1%} saved" in out
+    if (B, T, r, n_layer) == (2, 64, 16, 4):
+        assert "2 * (64 * 2 + 16 * 2) = 320 of 512 dense: 37.5% saved" in out  # by hand
+
+
+# -----------------------------------------------------------------------------
+# the four commands
+
+
+@pytest.mark.parametrize("name", ["analyzer", "scheduler", "sampler", "random_ltd"])
+def test_python_concept_file_runs_its_demo(name, demo_corpus, monkeypatch, capsys):
+    """python <concept>.py runs demo() (on the tiny corpus standing in for the default one)."""
+    monkeypatch.setattr(prepare, "DEFAULT_DIR", demo_corpus)
+    runpy.run_path(os.path.join(ROOT, f"{name}.py"), run_name="__main__")
+    first = {"analyzer": f"{demo_corpus}/train.bin: ", "scheduler": "d(t): percentile",
+             "sampler": "built index vocab_rarity", "random_ltd": "2 samples of T = 64"}
+    assert capsys.readouterr().out.startswith(first[name])
+
+
+def test_scheduler_and_random_ltd_demos_run_as_commands():
+    """No data needed: the real commands, in a fresh process, one torch thread."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name, last in (("scheduler.py", "random-LTD uses r(t)"), ("random_ltd.py", "saved")):
+        r = subprocess.run([sys.executable, name], capture_output=True, text=True, cwd=ROOT,
+                           env=env, timeout=120)
+        assert r.returncode == 0 and r.stderr == "" and last in r.stdout.splitlines()[-1]
