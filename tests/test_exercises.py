@@ -24,25 +24,12 @@ import numpy as np
 import pytest
 import torch
 
+from exercises import EXERCISES
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
-
 Exercise = namedtuple("Exercise", "n module name")  # name: "fn", or "Class.method"
-EX = {e.name: e for e in [
-    Exercise(1, "analyzer", "unigram_neg_log_p"),
-    Exercise(2, "analyzer", "vocab_rarity"),
-    Exercise(3, "analyzer", "sort_index"),
-    Exercise(4, "scheduler", "root_schedule"),
-    Exercise(5, "sampler", "admitted_prefix"),
-    Exercise(6, "sampler", "seqlen_truncate"),
-    Exercise(7, "sampler", "seqlen_reshape"),
-    Exercise(8, "sampler", "Bag.draw"),
-    Exercise(9, "random_ltd", "sample_kept_indices"),
-    Exercise(10, "random_ltd", "gather_tokens"),
-    Exercise(11, "random_ltd", "scatter_tokens"),
-    Exercise(12, "random_ltd", "GatherRows.backward"),
-    Exercise(13, "random_ltd", "layer_tokens"),
-]}
+EX = {name: Exercise(n, module, name) for n, module, name in EXERCISES}
 TESTS = {name: [] for name in EX}  # exercise name -> its test functions (the meta-tests run them)
 
 # -----------------------------------------------------------------------------
