@@ -81,10 +81,8 @@ def reference_copy(concept):
         owner, _, method = name.partition(".")
         if not method:
             parts.append(textwrap.dedent(inspect.getsource(getattr(ref, owner))))
-            continue
+            continue  # (getsource includes a method's @staticmethod line)
         src = textwrap.dedent(inspect.getsource(getattr(getattr(ref, owner), method)))
-        if isinstance(vars(getattr(ref, owner))[method], staticmethod):
-            src = "@staticmethod\n" + src
         classes.setdefault(owner, []).append(textwrap.indent(src, "    "))
     for owner, methods in classes.items():
         parts.append(f"class {owner}({concept}.{owner}):\n" + "\n".join(methods))
