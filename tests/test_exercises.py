@@ -415,6 +415,7 @@ def test_ex07_seqlen_reshape(impl):
 #  - drawn ids not removed (self.n unchanged): the pass never ends, ids come again;
 #  - the holes filled with the last n ids, drawn ones included: ids duplicated and lost;
 #  - positions drawn from all slots (len(self.ids)) instead of the self.n still in the bag;
+#  - self.ids replaced by a shorter array (np.delete): the next pass cannot refill the bag;
 #  - not random (the first n, or the last n).
 
 
@@ -423,28 +424,29 @@ def bag_contents(bag):
 
 
 @exercise("Bag.draw")
-def test_ex08_bag_draw_one_pass_is_a_permutation(impl):
+def test_ex08_bag_draw_each_pass_is_a_permutation(impl):
+    """Two passes over 20 ids (Bag.take refills the bag between them, with Bag.add)."""
     ex = EX["Bag.draw"]
     Bag = impl.get(ex)
     rng = np.random.default_rng(8)
     members = np.arange(10, 30)
     bag = Bag(members)
-    bag.add(members)
-    drawn = []
-    for n in (3, 5, 1, 7, 4):  # 20 in all: one whole pass
-        inside = bag_contents(bag)
-        inp = f"a bag holding {inside}, n={n}"
-        out = run(ex, bag.draw, rng, n, inp=inp)
-        out = as_numpy(out).tolist()
-        if len(out) != n or len(set(out)) != n or not set(out) <= set(inside):
-            fail(ex, f"expected {n} distinct ids of the bag", input=inp, yours=out)
-        left = sorted(set(inside) - set(out))
-        if bag.n != len(inside) - n or bag_contents(bag) != left:
-            fail(ex, "the bag after the draw must hold exactly the ids not drawn", input=inp,
-                 yours=bag_contents(bag), expected=left)
-        drawn += out
-    same(ex, sorted(drawn), members, "draws of 3, 5, 1, 7, 4 from a full bag of 20",
-         what="one pass must draw every id exactly once")
+    for p in range(2):
+        run(ex, bag.add, members, inp=f"pass {p + 1}: refill with ids 10..29 (Bag.add)")
+        drawn = []
+        for n in (3, 5, 1, 7, 4):  # 20 in all: one whole pass
+            inside = bag_contents(bag)
+            inp = f"pass {p + 1}: a bag holding {inside}, n={n}"
+            out = as_numpy(run(ex, bag.draw, rng, n, inp=inp)).tolist()
+            if len(out) != n or len(set(out)) != n or not set(out) <= set(inside):
+                fail(ex, f"expected {n} distinct ids of the bag", input=inp, yours=out)
+            left = sorted(set(inside) - set(out))
+            if bag.n != len(inside) - n or bag_contents(bag) != left:
+                fail(ex, "the bag after the draw must hold exactly the ids not drawn", input=inp,
+                     yours=bag_contents(bag), expected=left)
+            drawn += out
+        same(ex, sorted(drawn), members, f"pass {p + 1}: draws of 3, 5, 1, 7, 4 from 20 ids",
+             what="one pass must draw every id exactly once")
 
 
 @exercise("Bag.draw")
@@ -616,7 +618,7 @@ def test_ex11_scatter_tokens_values_and_gradients(impl):
 
 
 @exercise("scatter_tokens")
-def test_ex11_your_random_ltd_in_gpt(impl):
+def test_ex11_scatter_tokens_your_random_ltd_in_gpt(impl):
     """Your sample_kept_indices, gather_tokens and scatter_tokens in GPT: with every position
     kept it is the dense model; with 5 of 12 kept, logits and gradients equal a per-sample loop."""
     import model as gpt

@@ -402,6 +402,15 @@ def _(self, rng, n):
     return out
 
 
+@mistake("Bag.draw", "self.ids shortened: the next pass cannot refill")
+def _(self, rng, n):
+    pick = rng.choice(self.n, n, replace=False)
+    out = self.ids[pick]
+    self.ids = np.delete(self.ids[: self.n], pick)
+    self.n -= n
+    return out
+
+
 @mistake("Bag.draw", "the first n, not random")
 def _(self, rng, n):
     out = self.ids[:n].copy()
