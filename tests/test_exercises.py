@@ -160,6 +160,9 @@ def same(ex, got, expected, inp, rtol=0.0, atol=0.0, what="wrong values"):
         what = f"wrong shape {shape}, expected {want.shape}" if shape is not None else what
         fail(ex, what, input=inp, yours=got, expected=want)
     if not close.all():
+        if want.ndim == 1 and want.size > 6:  # a long vector: say where it starts to differ
+            i = int(np.argwhere(~close)[0][0])
+            what = f"{what}, first at [{i}]: yours {mine[i]}, expected {want[i]}"
         if want.ndim < 2:
             fail(ex, what, input=inp, yours=got, expected=want)
         at = tuple(int(i) for i in np.argwhere(~close)[0][:-1])  # the first row that differs
@@ -643,7 +646,7 @@ def test_ex11_scatter_tokens_your_random_ltd_in_gpt(impl):
         for name, fn in mine.items():
             mp.setattr(random_ltd, name, fn)
         full = run(EX["sample_kept_indices"], mine["sample_kept_indices"], n * B, T, T)
-        full = full.view(n, B, T)  # every position, in every dropping layer
+        full = full.reshape(n, B, T)  # every position, in every dropping layer
         logits, grads = run(ex, forward, full, inp="GPT at r = T")
         same(ex, logits, dense, "GPT, 3 layers, B=2, T=12, every position kept", atol=1e-6,
              what="random-LTD keeping all T positions must be the dense model")
