@@ -7,7 +7,7 @@ A function still raising NotImplementedError (a stub) is skipped: the reference'
 replaces the reference's in its module and everywhere it was imported by name (train.py's
 layer_tokens, the analyzer's METRICS table); a method replaces the reference class's. When any of
 your analyzer functions runs, the curriculum index is built afresh by them, in a temporary folder,
-unless --index_dir is given.
+unless --index_dir is given (give it under torchrun: each rank would make its own folder).
 """
 
 import ast
