@@ -29,7 +29,7 @@ But:
 import math
 
 
-def _root_schedule(t, lo, hi, total, step, degree):
+def root_schedule(t, lo, hi, total, step, degree):
     """The fixed_root formula, evaluated in DeepSpeed's order so values match it bit for bit.
 
     lo=1, hi=100, total=100, step=1, degree=2: t=25 -> floor(0.5 * 99 + 1) = 50
@@ -90,8 +90,8 @@ class CurriculumScheduler:
             return stages["difficulty"][-1]
         root = self.schedule_config
         degree = root["root_degree"] if kind == "fixed_root" else 1
-        return _root_schedule(step, self.config["min_difficulty"], self.config["max_difficulty"],
-                              root["total_curriculum_step"], root["difficulty_step"], degree)
+        return root_schedule(step, self.config["min_difficulty"], self.config["max_difficulty"],
+                             root["total_curriculum_step"], root["difficulty_step"], degree)
 
     def _first_step_at_max(self, step, hi):
         """The first step in 1..step whose difficulty reaches max_difficulty hi, or None.

@@ -35,3 +35,8 @@ def domain_corpus(tmp_path_factory):
     prepare.prepare(out_dir=str(d / "prepared"), block_size=16, verbose=False,
                  domains={"prose": [str(d / "prose")], "code": [str(d / "code")]})
     return str(d / "prepared")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--mine", action="store_true", default=False,
+                     help="run tests/test_exercises.py on your exercises/*.py, not the reference")

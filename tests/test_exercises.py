@@ -1,0 +1,731 @@
+"""Exercise tests (exercises/README.md): the same tests for the reference and for the learner.
+
+    python -m pytest tests/test_exercises.py                      # the reference: all pass
+    python -m pytest tests/test_exercises.py --mine               # your exercises/*.py
+    python -m pytest tests/test_exercises.py --mine -k sort_index # one exercise (or -k ex03)
+
+A failure is a few lines: "exercise N name: what is wrong", the input, yours, expected. Oracles,
+strongest first: DeepSpeed 0.19.8's own values (tests/fixtures), the docstrings' worked examples,
+a plain loop written out here, properties (sorted, distinct, in range, uniform within a stated
+bound, input not modified, gather then scatter gives the input back), gradients of a plain loop.
+
+Above each exercise's tests: the mistakes a learner is most likely to make. Each is written out in
+tests/test_exercises_meta.py, patched into the reference, and must fail these tests.
+"""
+
+import functools
+import json
+import math
+import os
+import traceback
+from collections import namedtuple
+
+import numpy as np
+import pytest
+import torch
+
+from exercises import EXERCISES
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+Exercise = namedtuple("Exercise", "n module name")  # name: "fn", or "Class.method"
+EX = {name: Exercise(n, module, name) for n, module, name in EXERCISES}
+TESTS = {name: [] for name in EX}  # exercise name -> its test functions (the meta-tests run them)
+
+# -----------------------------------------------------------------------------
+# the harness: where an exercise is found, how a failure reads
+
+
+class Impl:
+    """Where the tests find each exercise: the reference modules (package ""), the learner's
+    exercises/*.py (package "exercises."), or the reference with some exercises replaced by
+    given functions (replace={name: fn}, the meta-tests' known mistakes)."""
+
+    def __init__(self, package="", replace=None):
+        self.package = package
+        self.replace = replace or {}
+
+    def get(self, ex):
+        """The exercise's function, or for "Class.method" the class that holds it."""
+        __tracebackhide__ = True
+        owner, _, method = ex.name.partition(".")
+        if ex.name in self.replace:
+            fn = self.replace[ex.name]
+            if not method:
+                return fn
+            base = getattr(__import__(ex.module), owner)
+            if isinstance(base.__dict__[method], staticmethod):
+                fn = staticmethod(fn)
+            return type(owner, (base,), {method: fn})  # the reference class, one method swapped
+        path = f"{self.package.replace('.', '/')}{ex.module}.py"
+        try:
+            module, error = __import__(self.package + ex.module, fromlist=["_"]), None
+        except Exception as e:  # a syntax error in the learner's file: say where
+            error = f"{path} does not import: {type(e).__name__}: {e}"
+        if error:
+            fail(ex, error)
+        if not hasattr(module, owner) or (method and method not in vars(getattr(module, owner))):
+            fail(ex, f"{ex.name} not found in {path} (keep the reference's names)")
+        return getattr(module, owner)
+
+
+@pytest.fixture
+def impl(request):
+    return Impl("exercises." if request.config.getoption("--mine") else "")
+
+
+def exercise(name):
+    """Marks a test as one of exercise `name`'s; any error from inside the check (your result
+    broke it) becomes a short failure instead of a traceback."""
+    def mark(test):
+        @functools.wraps(test)
+        def wrapped(impl):
+            __tracebackhide__ = True
+            try:
+                return test(impl)
+            except Exception as e:
+                error = f"your result broke the check: {type(e).__name__}: {e}{where(e)}"
+            fail(EX[name], error)  # outside the except: no chained traceback
+        TESTS[name].append(wrapped)
+        return wrapped
+    return mark
+
+
+def short(v):
+    """A value in at most four lines: arrays and tensors through numpy's printer."""
+    if isinstance(v, torch.Tensor):
+        v = v.detach().cpu().numpy()
+    if isinstance(v, np.ndarray):
+        s = np.array2string(v, precision=6, threshold=24, edgeitems=3, max_line_width=88,
+                            separator=", ")
+    else:
+        s = v if isinstance(v, str) else repr(v)
+    lines = s.splitlines()
+    if len(lines) > 4:
+        lines = lines[:2] + [" ..."] + lines[-1:]
+    s = ("\n" + " " * 12).join(lines)
+    return s if len(s) <= 500 else s[:497] + "..."
+
+
+def fail(ex, what, **shown):
+    """Fail with "exercise N name: what", then one line per shown value; no traceback."""
+    __tracebackhide__ = True
+    lines = [f"exercise {ex.n} {ex.name}: {what}"]
+    lines += [f"  {k + ':':9} {short(v)}" for k, v in shown.items()]
+    pytest.fail("\n".join(lines), pytrace=False)
+
+
+def where(e):
+    """The learner's (or the reference's) line that raised e: the last frame outside tests/."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__)
+              if f.filename.startswith(ROOT) and "/tests/" not in f.filename]
+    if not frames:
+        return ""
+    return f" (at {os.path.relpath(frames[-1].filename, ROOT)}:{frames[-1].lineno})"
+
+
+def run(ex, fn, *args, inp=None):
+    """fn(*args), with a stub's NotImplementedError or any error turned into a short failure that
+    shows inp (default: the arguments)."""
+    __tracebackhide__ = True
+    try:
+        return fn(*args)
+    except NotImplementedError as e:  # a stub; maybe another exercise's, called from this one
+        said = str(e)
+        error = None
+    except Exception as e:
+        error = f"raised {type(e).__name__}: {e}{where(e)}"
+    if error is None:  # subtle: fail outside the except, or pytest prints the chain
+        name = said if said.startswith("exercise ") else f"exercise {ex.n} {ex.name}"
+        pytest.fail(f"{name}: not implemented yet", pytrace=False)
+    fail(ex, error, input=inp or ", ".join(short(a) for a in args))
+
+
+def as_numpy(v):
+    return v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+
+
+def same(ex, got, expected, inp, rtol=0.0, atol=0.0, what="wrong values"):
+    """got equals expected (shape, then values within rtol/atol; 0, 0: exactly). For 2-D and up
+    the failure shows the first row that differs."""
+    __tracebackhide__ = True
+    want = as_numpy(expected)
+    try:
+        mine = as_numpy(got)
+        close = np.isclose(mine, want, rtol=rtol, atol=atol) if mine.shape == want.shape else None
+    except (TypeError, ValueError):  # None, a ragged list, strings
+        mine, close = None, None
+    if close is None:
+        shape = getattr(mine, "shape", None)
+        what = f"wrong shape {shape}, expected {want.shape}" if shape is not None else what
+        fail(ex, what, input=inp, yours=got, expected=want)
+    if not close.all():
+        if want.ndim == 1 and want.size > 6:  # a long vector: say where it starts to differ
+            i = int(np.argwhere(~close)[0][0])
+            what = f"{what}, first at [{i}]: yours {mine[i]}, expected {want[i]}"
+        if want.ndim < 2:
+            fail(ex, what, input=inp, yours=got, expected=want)
+        at = tuple(int(i) for i in np.argwhere(~close)[0][:-1])  # the first row that differs
+        fail(ex, f"{what}, first in row {list(at)}", input=inp, yours=mine[at], expected=want[at])
+
+
+def tensor(ex, got, inp):
+    """got must be a torch tensor (what the model's forward passes on)."""
+    __tracebackhide__ = True
+    if not isinstance(got, torch.Tensor):
+        fail(ex, f"returned a {type(got).__name__}, expected a torch tensor", input=inp, yours=got)
+
+
+def unchanged(ex, arg, before, name):
+    """The learner's function left its input alone."""
+    __tracebackhide__ = True
+    if not np.array_equal(as_numpy(arg), as_numpy(before)):
+        fail(ex, f"modified its input {name} in place; work on a copy",
+             before=before, after=arg)
+
+
+def within(ex, counts, expected, sigma, what, inp):
+    """Each count within 5 standard deviations of its expectation (seeded: deterministic; a correct
+    version strays that far with probability about 6e-7 per count)."""
+    __tracebackhide__ = True
+    bad = np.flatnonzero(np.abs(counts - expected) > 5 * sigma)
+    if len(bad):
+        fail(ex, f"not uniform: {what} {bad[0]} came {counts.flat[bad[0]]:.0f} times, expected "
+             f"{expected:.0f} +- {5 * sigma:.0f}", input=inp, yours=counts)
+
+
+# -----------------------------------------------------------------------------
+# 1 unigram_neg_log_p. Likely mistakes:
+#  - log base 2 or 10 instead of ln, or a missing minus (ln p < 0);
+#  - zero counts not set to 1 (-ln 0 = inf), or set after the total is taken, or +1 added to
+#    every count (smoothing, not DeepSpeed's rule);
+#  - the counts modified in place (counts[counts == 0] = 1);
+#  - float32 arithmetic (big counts lose their low digits).
+
+
+@exercise("unigram_neg_log_p")
+def test_ex01_unigram_neg_log_p(impl):
+    ex = EX["unigram_neg_log_p"]
+    fn = impl.get(ex)
+    big = 2**25 + 1  # float32 cannot hold it
+    cases = [([3, 1], [-math.log(3 / 4), -math.log(1 / 4)]),  # the docstring's
+             ([3, 0, 1], [-math.log(3 / 5), -math.log(1 / 5), -math.log(1 / 5)]),  # 0 -> 1
+             ([big, 1], [-math.log(big / (big + 1)), -math.log(1 / (big + 1))])]
+    for counts, expected in cases:
+        counts = np.array(counts, dtype=np.int64)
+        before = counts.copy()
+        got = run(ex, fn, counts)
+        same(ex, got, np.array(expected), f"counts={before.tolist()}", rtol=1e-6, atol=1e-12)
+        unchanged(ex, counts, before, "counts")
+
+
+# -----------------------------------------------------------------------------
+# 2 vocab_rarity. Likely mistakes:
+#  - summing T tokens (samples[:, :-1]) instead of all T+1 of the window;
+#  - summing over the wrong axis (one value per position, not per sample), or the mean;
+#  - each distinct token counted once (np.unique), though a repeated token counts every time;
+#  - truncating to an integer as DeepSpeed does (we keep float64).
+
+
+@exercise("vocab_rarity")
+def test_ex02_vocab_rarity(impl):
+    ex = EX["vocab_rarity"]
+    fn = impl.get(ex)
+    nlp = np.array([0.288, 1.386])
+    same(ex, run(ex, fn, np.array([[0, 1]]), nlp), [1.674], "samples=[[0, 1]], "
+         "neg_log_p=[0.288, 1.386] (the docstring's)", rtol=1e-12)
+    rng = np.random.default_rng(2)
+    nlp = -np.log(rng.dirichlet(np.ones(7)))  # (V=7,) distinct, non-integer
+    samples = rng.integers(0, 7, size=(5, 9))  # (B=5, T+1=9): tokens repeat within a row
+    samples[:, -1] = 6  # the last token counts too
+    before = samples.copy()
+    expected = [sum(nlp[u] for u in row) for row in samples]  # the plain loop
+    inp = f"samples={before.tolist()}, neg_log_p={np.round(nlp, 3).tolist()}"
+    same(ex, run(ex, fn, samples, nlp, inp=inp), expected, inp, rtol=1e-12)
+    unchanged(ex, samples, before, "samples")
+
+
+# -----------------------------------------------------------------------------
+# 3 sort_index. Likely mistakes:
+#  - an unstable sort (np.argsort's default): ties in another order than by id;
+#  - descending instead of ascending;
+#  - the ranks (argsort of argsort) instead of the sorted ids;
+#  - index_to_metric not sorted (sample_to_metric returned), or the input sorted in place.
+
+
+def check_sort(ex, fn, metric):
+    __tracebackhide__ = True
+    before = metric.copy()
+    got = run(ex, fn, metric)
+    inp = f"sample_to_metric={short(before)}"
+    if not isinstance(got, tuple) or len(got) != 2:
+        fail(ex, "expected a pair (index_to_sample, index_to_metric)", input=inp, yours=got)
+    order = sorted(range(len(before)), key=lambda i: (before[i], i))  # by metric, ties by id
+    same(ex, got[0], order, inp, what="wrong index_to_sample (ascending, ties keep id order)")
+    same(ex, got[1], before[order], inp, what="wrong index_to_metric")
+    unchanged(ex, metric, before, "sample_to_metric")
+
+
+@exercise("sort_index")
+def test_ex03_sort_index(impl):
+    ex = EX["sort_index"]
+    fn = impl.get(ex)
+    check_sort(ex, fn, np.array([5.0, 1.0, 3.0]))  # the docstring's: [1, 2, 0], [1, 3, 5]
+    rng = np.random.default_rng(3)
+    check_sort(ex, fn, rng.integers(0, 4, 300).astype(np.float64))  # many ties
+    check_sort(ex, fn, rng.integers(0, 4, 300))  # int64 too
+
+
+# -----------------------------------------------------------------------------
+# 4 root_schedule. Likely mistakes:
+#  - no lower clamp, or clamping to min itself instead of min rounded up to the step;
+#  - no upper clamp (t > total goes past max);
+#  - round() instead of floor, or no rounding down to the difficulty step;
+#  - (t / T) ** k instead of (t / T) ** (1 / k), or t // T (integer division).
+
+SCHEDULES = json.load(open(os.path.join(FIXTURES, "deepspeed_schedules.json")))
+
+
+@exercise("root_schedule")
+def test_ex04_root_schedule(impl):
+    ex = EX["root_schedule"]
+    fn = impl.get(ex)
+    same(ex, run(ex, fn, 25, 1, 100, 100, 1, 2), 50,
+         "t=25, lo=1, hi=100, total=100, step=1, degree=2 (the docstring's)")
+    cases = [c for c in SCHEDULES["curriculum"] if c["config"]["schedule_type"] != "fixed_discrete"]
+    assert len(cases) >= 4  # srush's lesson: a loop over nothing never fails
+    for case in cases:
+        c, sc = case["config"], case["config"]["schedule_config"]
+        degree = sc["root_degree"] if c["schedule_type"] == "fixed_root" else 1
+        args = (c["min_difficulty"], c["max_difficulty"], sc["total_curriculum_step"],
+                sc["difficulty_step"], degree)
+        for t, want in zip(case["steps"], case["values"]):
+            same(ex, run(ex, fn, t, *args), want,
+                 f"t={t}, lo={args[0]}, hi={args[1]}, total={args[2]}, step={args[3]}, "
+                 f"degree={degree}", what=f"not DeepSpeed's value ({case['name']})")
+
+
+# -----------------------------------------------------------------------------
+# 5 admitted_prefix. Likely mistakes:
+#  - value: searchsorted side='left' (metric < d) instead of 'right' (metric <= d);
+#  - percentile: int(N * d / max) or round() instead of DeepSpeed's whole units (N // max) * d;
+#  - percentile: not all N at d = max (the last N % max samples never admitted);
+#  - percentile: a threshold on the metric values (np.percentile) instead of a count.
+
+ADMISSION = json.load(open(os.path.join(FIXTURES, "deepspeed_admission.json")))["cases"]
+
+
+@exercise("admitted_prefix")
+def test_ex05_admitted_prefix_worked_examples(impl):
+    ex = EX["admitted_prefix"]
+    fn = impl.get(ex)
+    i2s, i2m = np.array([1, 2, 0]), np.array([1.0, 3.0, 5.0])  # metric=[5, 1, 3]
+    ties = np.array([1.0, 2.0, 2.0, 2.0, 3.0])
+    skewed = np.sort(np.random.default_rng(5).exponential(size=537))  # not uniform
+    cases = [(("value", 3, i2s, i2m, 100), 2), (("value", 0.5, i2s, i2m, 100), 0),
+             (("value", 2, np.arange(5), ties, 100), 4),  # every tie at d is admitted
+             (("percentile", 10, np.arange(537), skewed, 50), 100),  # (537 // 50) * 10
+             (("percentile", 49, np.arange(537), skewed, 50), 490),
+             (("percentile", 50, np.arange(537), skewed, 50), 537),  # all at max
+             (("percentile", 100, i2s, i2m, 100), 3)]  # all at max, even when N < max
+    for args, want in cases:
+        i2m = short(args[3]) if len(args[3]) <= 5 else f"({len(args[3])},) sorted, skewed"
+        inp = (f"difficulty_type={args[0]!r}, d={args[1]}, index_to_sample=({len(args[2])},), "
+               f"index_to_metric={i2m}, max_difficulty={args[4]}")
+        same(ex, run(ex, fn, *args, inp=inp), want, inp)
+
+
+@exercise("admitted_prefix")
+def test_ex05_admitted_prefix_equals_deepspeeds_admitted_sets(impl):
+    """Frozen from DeepSpeedDataSampler: the admitted ids at each step, for the difficulty
+    DeepSpeed used then (several metrics: the intersection)."""
+    ex = EX["admitted_prefix"]
+    fn = impl.get(ex)
+    checked = 0
+    for name, case in ADMISSION.items():
+        index = {}
+        for m, rec in case["metrics"].items():
+            if "sample_to_metric" in rec:  # an admission metric (seqlen_* admit every sample)
+                s2m = np.array(rec["sample_to_metric"], dtype=np.float64)
+                order = sorted(range(len(s2m)), key=lambda i: (s2m[i], i))
+                index[m] = (rec["entry"], np.array(order), s2m[order])
+        for step in case["steps"]:
+            if step["pool"] is None:  # unchanged since the step before
+                continue
+            pool = set(range(case["num_samples"]))
+            for m, (entry, i2s, i2m) in index.items():
+                d = step["difficulties"][m]
+                args = (entry["difficulty_type"], d, i2s, i2m, entry["max_difficulty"])
+                k = run(ex, fn, *args, inp=f"{args[0]!r}, d={d}, N={len(i2s)}, max={args[4]}")
+                pool &= set(i2s[: int(k)].tolist())
+            if sorted(pool) != step["pool"]:
+                got, want = sorted(pool), step["pool"]
+                inp = f"case {name!r}, step {step['step']}, difficulties {step['difficulties']}"
+                fail(ex, "not DeepSpeed's admitted set", input=inp,
+                     yours=f"{len(got)} ids {got[:12]}...",
+                     expected=f"{len(want)} ids {want[:12]}...")
+            checked += 1
+    assert checked >= 20
+
+
+# -----------------------------------------------------------------------------
+# 6 seqlen_truncate. Likely mistakes:
+#  - batch[:, :L]: L tokens, so x and y of length L - 1 (the +1 for the shifted target);
+#  - batch[:L + 1]: rows instead of columns;
+#  - the last L + 1 tokens instead of the first.
+
+
+@exercise("seqlen_truncate")
+def test_ex06_seqlen_truncate(impl):
+    ex = EX["seqlen_truncate"]
+    fn = impl.get(ex)
+    same(ex, run(ex, fn, np.arange(9)[None], 3), [[0, 1, 2, 3]], "[[0..8]], L=3 (the docstring's)")
+    batch = np.arange(3 * 9).reshape(3, 9) * 7 % 100  # (B=3, T+1=9), distinct values
+    before = batch.copy()
+    for L in (1, 5, 8):
+        inp = f"batch={before.tolist()}, L={L}"
+        same(ex, run(ex, fn, batch, L, inp=inp), [row[: L + 1] for row in before], inp)
+    unchanged(ex, batch, before, "batch")
+
+
+# -----------------------------------------------------------------------------
+# 7 seqlen_reshape. Likely mistakes:
+#  - rows that share no token (s[k*(L+1) : ...], Megatron's): the target between rows is lost;
+#  - rows of L tokens (the inputs reshaped, targets forgotten);
+#  - the rows of one sample not consecutive (sample-major order expected, as a reshape gives);
+#  - ceil(T / L) rows, or the wrong T (T + 1, the row width).
+
+
+@exercise("seqlen_reshape")
+def test_ex07_seqlen_reshape(impl):
+    ex = EX["seqlen_reshape"]
+    fn = impl.get(ex)
+    same(ex, run(ex, fn, np.arange(9)[None], 4), [[0, 1, 2, 3, 4], [4, 5, 6, 7, 8]],
+         "[[0..8]] (T=8), L=4 (the docstring's)")
+    batch = np.stack([np.arange(13), 100 + np.arange(13)])  # (B=2, T+1=13)
+    before = batch.copy()
+    for L in (4, 5, 1, 12):  # 5: T % L = 2 targets of each sample dropped
+        T = batch.shape[1] - 1
+        expected = [s[k * L : k * L + L + 1] for s in before for k in range(T // L)]  # the spec
+        inp = f"batch=[[0..12], [100..112]] (T=12), L={L}"
+        same(ex, run(ex, fn, batch, L, inp=inp), expected, inp)
+    unchanged(ex, batch, before, "batch")
+
+
+# -----------------------------------------------------------------------------
+# 8 Bag.draw (stretch). Likely mistakes:
+#  - with replacement (rng.integers, or choice(..., replace=True)): an id twice in one pass;
+#  - drawn ids not removed (self.n unchanged): the pass never ends, ids come again;
+#  - the holes filled with the last n ids, drawn ones included: ids duplicated and lost;
+#  - positions drawn from all slots (len(self.ids)) instead of the self.n still in the bag;
+#  - self.ids replaced by a shorter array (np.delete): the next pass cannot refill the bag;
+#  - not random (the first n, or the last n).
+
+
+def bag_contents(bag):
+    return sorted(bag.ids[: bag.n].tolist())
+
+
+@exercise("Bag.draw")
+def test_ex08_bag_draw_each_pass_is_a_permutation(impl):
+    """Two passes over 20 ids (Bag.take refills the bag between them, with Bag.add)."""
+    ex = EX["Bag.draw"]
+    Bag = impl.get(ex)
+    rng = np.random.default_rng(8)
+    members = np.arange(10, 30)
+    bag = Bag(members)
+    for p in range(2):
+        run(ex, bag.add, members, inp=f"pass {p + 1}: refill with ids 10..29 (Bag.add)")
+        drawn = []
+        for n in (3, 5, 1, 7, 4):  # 20 in all: one whole pass
+            inside = bag_contents(bag)
+            inp = f"pass {p + 1}: a bag holding {inside}, n={n}"
+            out = as_numpy(run(ex, bag.draw, rng, n, inp=inp)).tolist()
+            if len(out) != n or len(set(out)) != n or not set(out) <= set(inside):
+                fail(ex, f"expected {n} distinct ids of the bag", input=inp, yours=out)
+            left = sorted(set(inside) - set(out))
+            if bag.n != len(inside) - n or bag_contents(bag) != left:
+                fail(ex, "the bag after the draw must hold exactly the ids not drawn", input=inp,
+                     yours=bag_contents(bag), expected=left)
+            drawn += out
+        same(ex, sorted(drawn), members, f"pass {p + 1}: draws of 3, 5, 1, 7, 4 from 20 ids",
+             what="one pass must draw every id exactly once")
+
+
+@exercise("Bag.draw")
+def test_ex08_bag_draw_is_uniform(impl):
+    """4000 times: a bag of 8, draw 3, then 3 of the 5 left. Each id is in the first draw with
+    probability 3/8, and in the second with 5/8 * 3/5 = 3/8."""
+    ex = EX["Bag.draw"]
+    Bag = impl.get(ex)
+    rng = np.random.default_rng(88)
+    counts = np.zeros((2, 8))
+    trials = 4000
+    for _ in range(trials):
+        bag = Bag(np.arange(8))
+        bag.add(np.arange(8))
+        for k in range(2):
+            out = run(ex, bag.draw, rng, 3, inp=f"a bag of ids 0..7, draw {k + 1} of 3")
+            counts[k, as_numpy(out)] += 1
+    p = 3 / 8
+    sigma = math.sqrt(trials * p * (1 - p))
+    within(ex, counts[0], trials * p, sigma, "id", "first draw of 3 from 8, 4000 times")
+    within(ex, counts[1], trials * p, sigma, "id", "second draw of 3 (5 left), 4000 times")
+
+
+# -----------------------------------------------------------------------------
+# 9 sample_kept_indices. Likely mistakes:
+#  - not sorted (topk or randperm alone): the causal order among kept tokens breaks;
+#  - with replacement (randint, then sort): a position kept twice;
+#  - one subset for every row, or a random contiguous window, or a random stride: not a
+#    uniform subset (positions or pairs of positions favoured);
+#  - the generator ignored (the global RNG): runs not reproducible;
+#  - range(T - 1) or 1..T: a position that can never be kept.
+
+
+@exercise("sample_kept_indices")
+def test_ex09_sample_kept_indices_sorted_distinct_uniform(impl):
+    ex = EX["sample_kept_indices"]
+    fn = impl.get(ex)
+    B, T, r = 4000, 16, 5
+    inp = f"B={B}, T={T}, r={r}, generator=torch.Generator().manual_seed(9)"
+    idx = run(ex, fn, B, T, r, torch.Generator().manual_seed(9), inp=inp)
+    tensor(ex, idx, inp)
+    if idx.shape != (B, r) or idx.dtype != torch.int64:
+        fail(ex, f"expected a ({B}, {r}) int64 tensor", input=inp,
+             yours=f"{tuple(idx.shape)} {idx.dtype}")
+    bad = (idx[:, 1:] <= idx[:, :-1]).any(1) | (idx < 0).any(1) | (idx >= T).any(1)
+    if bad.any():
+        b = int(bad.nonzero()[0])
+        fail(ex, f"row {b} is not strictly ascending positions in 0..{T - 1} (sorted, distinct)",
+             input=inp, yours=idx[b])
+    kept = torch.zeros(B, T).scatter_(1, idx, 1.0).double().numpy()  # (B, T) one-hot
+    p = r / T  # each position is kept with probability r / T
+    within(ex, kept.sum(0), B * p, math.sqrt(B * p * (1 - p)), "position", inp)
+    q = r * (r - 1) / (T * (T - 1))  # each pair of positions with probability r(r-1) / T(T-1)
+    pairs = (kept.T @ kept)[np.triu_indices(T, 1)]  # (T(T-1)/2,) pair counts
+    within(ex, pairs, B * q, math.sqrt(B * q * (1 - q)), "pair of positions (by index)", inp)
+
+
+@exercise("sample_kept_indices")
+def test_ex09_sample_kept_indices_r_equals_t_and_generator(impl):
+    ex = EX["sample_kept_indices"]
+    fn = impl.get(ex)
+    got = run(ex, fn, 3, 6, 6, torch.Generator().manual_seed(0), "cpu")
+    same(ex, got, np.tile(np.arange(6), (3, 1)), "B=3, T=6, r=6 (every position: the dense model)")
+
+    def draw(seed):
+        return run(ex, fn, 4, 32, 8, torch.Generator().manual_seed(seed))
+
+    a, b, c = draw(0), draw(0), draw(1)
+    torch.manual_seed(1234)  # a version on the global RNG gives another draw below
+    d = draw(0)
+    inp = "B=4, T=32, r=8, generator seeded 0 twice"
+    same(ex, b, a, inp, what="the same generator seed must give the same positions")
+    same(ex, d, a, inp, what="the same generator seed must give the same positions "
+         "(use the generator, not the global RNG)")
+    if torch.equal(a, c):
+        fail(ex, "seeds 0 and 1 gave the same positions: is the generator used?", yours=a)
+
+
+# -----------------------------------------------------------------------------
+# 10 gather_tokens. Likely mistakes:
+#  - a flat index without each sample's offset b * T: every sample reads sample 0's rows;
+#  - x[:, idx] (a (B, B, r, C) cross product), or torch.gather without expanding idx over C;
+#  - an offset of b * r instead of b * T;
+#  - leaving autograd (numpy, .data, detach): no gradient reaches x.
+
+
+def ltd_inputs(seed=10, B=3, T=7, C=4, r=3):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, C, generator=g, dtype=torch.float64)
+    idx = torch.stack([torch.randperm(T, generator=g)[:r].sort().values for _ in range(B)])
+    y = torch.randn(B, r, C, generator=g, dtype=torch.float64)
+    w = torch.randn(B, T, C, generator=g, dtype=torch.float64)  # loss weights
+    return x, idx, y, w
+
+
+def differentiable(ex, out, inp):
+    """The output is still on autograd's tape (else no gradient can reach the model)."""
+    __tracebackhide__ = True
+    if not out.requires_grad:
+        fail(ex, "your output does not require grad: stay in torch (no numpy, .data or detach)",
+             input=inp)
+
+
+def grad_of(ex, t, name, inp):
+    __tracebackhide__ = True
+    if t.grad is None:
+        fail(ex, f"no gradient reaches {name}: stay in torch (no numpy, .data or detach)",
+             input=inp)
+    return t.grad
+
+
+@exercise("gather_tokens")
+def test_ex10_gather_tokens_values_and_gradient(impl):
+    ex = EX["gather_tokens"]
+    fn = impl.get(ex)
+    x, idx, _, w = ltd_inputs()
+    inp = f"x (3, 7, 4) random, idx={idx.tolist()}"
+    before = x.clone()
+    x.requires_grad_(True)
+    got = run(ex, fn, x, idx, inp=inp)
+    tensor(ex, got, inp)
+    expected = torch.stack([x[b, idx[b]] for b in range(3)])  # out[b, j] = x[b, idx[b, j]]
+    same(ex, got, expected, inp, atol=1e-12)
+    unchanged(ex, x, before, "x")
+    differentiable(ex, got, inp)
+    wr = w[:, :3]  # (B, r, C) weights of the kept rows
+    run(ex, lambda: (got * wr).sum().backward(), inp=inp)
+    dx = torch.zeros_like(x)
+    for b in range(3):
+        dx[b, idx[b]] = wr[b]  # the plain loop's gradient: the weights, back at the kept rows
+    same(ex, grad_of(ex, x, "x", inp), dx, inp, atol=1e-12,
+         what="wrong gradient of x (loss = sum(out * w))")
+
+
+# -----------------------------------------------------------------------------
+# 11 scatter_tokens. Likely mistakes:
+#  - in place on x (index_copy_ on its view, or x[b, idx] = y): the caller's x changes;
+#  - a scatter that adds (index_add, x + y at the kept rows) instead of replacing;
+#  - starting from zeros: the dropped tokens do not pass through;
+#  - a flat index without each sample's offset b * T.
+
+
+@exercise("scatter_tokens")
+def test_ex11_scatter_tokens_values_and_gradients(impl):
+    ex = EX["scatter_tokens"]
+    fn = impl.get(ex)
+    x, idx, y, w = ltd_inputs(11)
+    inp = f"x (3, 7, 4), y (3, 3, 4) random, idx={idx.tolist()}"
+    x0, y0 = x.clone(), y.clone()
+    x.requires_grad_(True)
+    y.requires_grad_(True)
+    got = run(ex, fn, x, idx, y, inp=inp)
+    tensor(ex, got, inp)
+    expected = x0.clone()
+    for b in range(3):
+        expected[b, idx[b]] = y0[b]  # the kept rows replaced, the others unchanged
+    same(ex, got, expected, inp, atol=1e-12)
+    unchanged(ex, x, x0, "x")
+    unchanged(ex, y, y0, "y")
+    differentiable(ex, got, inp)
+    run(ex, lambda: (got * w).sum().backward(), inp=inp)
+    dx, dy = w.clone(), torch.stack([w[b, idx[b]] for b in range(3)])
+    for b in range(3):
+        dx[b, idx[b]] = 0  # a replaced row of x does not reach the output
+    same(ex, grad_of(ex, x, "x", inp), dx, inp, atol=1e-12, what="wrong gradient of x")
+    same(ex, grad_of(ex, y, "y", inp), dy, inp, atol=1e-12, what="wrong gradient of y")
+    back = run(ex, fn, x0, idx, torch.stack([x0[b, idx[b]] for b in range(3)]), inp=inp)
+    same(ex, back, x0, inp, what="scattering back the gathered rows must give x back")
+
+
+@exercise("scatter_tokens")
+def test_ex11_scatter_tokens_your_random_ltd_in_gpt(impl):
+    """Your sample_kept_indices, gather_tokens and scatter_tokens in GPT: with every position
+    kept it is the dense model; with 5 of 12 kept, logits and gradients equal a per-sample loop."""
+    import model as gpt
+    import random_ltd
+
+    ex = EX["scatter_tokens"]
+    mine = {n: impl.get(EX[n]) for n in ("sample_kept_indices", "gather_tokens", "scatter_tokens")}
+    torch.manual_seed(0)
+    net = gpt.GPT(gpt.GPTConfig(block_size=12, vocab_size=40, n_layer=3, n_head=2, n_embd=16,
+                                dropout=0.0))
+    B, T, n = 2, 12, len(net.ltd_layers)
+    tokens = torch.randint(0, 40, (B, T + 1), generator=torch.Generator().manual_seed(1))
+
+    def forward(ltd_idx):
+        net.zero_grad()
+        logits, loss = net(tokens[:, :-1], tokens[:, 1:], ltd_idx=ltd_idx)
+        loss.backward()
+        return logits.detach(), [p.grad.clone() for p in net.parameters()]
+
+    dense, dense_grads = forward(None)
+    with pytest.MonkeyPatch.context() as mp:
+        for name, fn in mine.items():
+            mp.setattr(random_ltd, name, fn)
+        full = run(EX["sample_kept_indices"], mine["sample_kept_indices"], n * B, T, T)
+        full = full.reshape(n, B, T)  # every position, in every dropping layer
+        logits, grads = run(ex, forward, full, inp="GPT at r = T")
+        same(ex, logits, dense, "GPT, 3 layers, B=2, T=12, every position kept", atol=1e-6,
+             what="random-LTD keeping all T positions must be the dense model")
+        for g, d in zip(grads, dense_grads):
+            same(ex, g, d, "GPT at r = T", atol=1e-6, what="gradients differ from the dense model")
+        keep = torch.stack([torch.randperm(T, generator=torch.Generator().manual_seed(b))[:5]
+                            .sort().values for b in range(n * B)]).view(n, B, 5)
+        logits, grads = run(ex, forward, keep, inp="GPT, 5 of 12 positions kept")
+    loop, loop_grads = forward_per_sample(net, tokens, keep, forward)
+    inp = f"GPT, 3 layers, B=2, T=12, kept {keep.tolist()}"
+    same(ex, logits, loop, inp, atol=1e-5, what="logits differ from a per-sample loop")
+    for g, d in zip(grads, loop_grads):
+        same(ex, g, d, inp, atol=1e-5, what="gradients differ from a per-sample loop")
+
+
+def forward_per_sample(net, tokens, keep, forward):
+    """The same forward with the LTD layers written out sample by sample with plain indexing."""
+    import random_ltd
+
+    def block_per_sample(block, x, idx):  # x (B, T, C), idx (B, r)
+        rows = []
+        for b in range(x.size(0)):
+            xb = x[b].clone()
+            xb[idx[b]] = block(x[b, idx[b]][None])[0]  # the block sees sample b's kept tokens
+            rows.append(xb)
+        return torch.stack(rows)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(random_ltd, "ltd_block_forward", block_per_sample)
+        return forward(keep)
+
+
+# -----------------------------------------------------------------------------
+# 12 GatherRows.backward (stretch). Likely mistakes:
+#  - returning dx alone: forward had two inputs (x, rows), so backward returns (dx, None);
+#  - returning grad itself ((M, C), not x's (N, C));
+#  - the gradient put in the first M rows instead of the gathered rows.
+
+
+@exercise("GatherRows.backward")
+def test_ex12_gather_rows_backward(impl):
+    ex = EX["GatherRows.backward"]
+    GatherRows = impl.get(ex)
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(10, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    rows = torch.tensor([7, 2, 5, 0])  # unique, in any order
+    w = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    inp = f"x (10, 4) random, rows={rows.tolist()}, loss = sum(x[rows] * w)"
+    run(ex, lambda: (GatherRows.apply(x, rows) * w).sum().backward(), inp=inp)
+    dx = torch.zeros(10, 4, dtype=torch.float64)
+    for j, i in enumerate(rows.tolist()):
+        dx[i] = w[j]  # the plain loop: row j of the output came from row rows[j] of x
+    same(ex, grad_of(ex, x, "x", inp), dx, inp, atol=1e-12, what="wrong gradient of x")
+
+
+# -----------------------------------------------------------------------------
+# 13 layer_tokens. Likely mistakes:
+#  - min(r, s) forgotten: under a seqlen curriculum r > s counts tokens never processed;
+#  - r = None (random-LTD off) not handled;
+#  - the dropping layers counted twice (s * L + r * n), or B left off one term.
+
+
+@exercise("layer_tokens")
+def test_ex13_layer_tokens(impl):
+    ex = EX["layer_tokens"]
+    fn = impl.get(ex)
+    cases = [((2, 8, 4, 4, 2), 48),  # the docstring's
+             ((2, 8, None, 4, 2), 64),  # random-LTD off: dense
+             ((2, 8, 12, 4, 2), 64),  # r > s: the dropping layers see the s tokens there are
+             ((3, 16, 5, 6, 4), 3 * (16 * 2 + 5 * 4))]
+    for args, want in cases:
+        same(ex, run(ex, fn, *args), want, "B={}, s={}, r={}, n_layer={}, n_ltd={}".format(*args))
+    from scheduler import RandomLTDScheduler
+
+    cases = SCHEDULES["layer_tokens"]
+    assert len(cases) >= 1
+    for case in cases:  # DeepSpeed's LayerToken count over a run: s = max_value, r = r(t)
+        s, sched = case["config"]["max_value"], RandomLTDScheduler(case["config"])
+        total = sum(run(ex, fn, case["batch"], s, sched.get_value(t), case["layers"],
+                        case["ltd_layers"]) for t in range(case["steps"]))
+        same(ex, total, case["layer_tokens"], f"{case['steps']} steps of {case['config']}",
+             what="not DeepSpeed's LayerToken count")

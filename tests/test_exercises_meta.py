@@ -1,0 +1,712 @@
+"""Tests of the exercise tests (tests/test_exercises.py): they fail on the shipped stubs, the stubs
+keep the reference's signatures and docstrings, and each likely mistake listed there is caught.
+
+Every wrong version below is a plausible learner's answer, patched into the reference in place of
+one exercise; at least one of that exercise's tests must fail with a short "exercise N" message.
+"""
+
+import ast
+import inspect
+import math
+import os
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import test_exercises as tx
+
+MISTAKES = []  # (exercise name, what is wrong, the wrong function)
+ALTERNATIVES = []  # (exercise name, how, a correct function unlike the reference's)
+
+
+def mistake(name, what):
+    def add(fn):
+        MISTAKES.append((name, what, fn))
+        return fn
+    return add
+
+
+def alternative(name, how):
+    def add(fn):
+        ALTERNATIVES.append((name, how, fn))
+        return fn
+    return add
+
+
+# -----------------------------------------------------------------------------
+# the shipped stubs
+
+
+def stub_node(ex):
+    """The ast of the exercise's function in exercises/<module>.py."""
+    with open(os.path.join(tx.ROOT, "exercises", ex.module + ".py")) as f:
+        tree = ast.parse(f.read())
+    owner, _, method = ex.name.partition(".")
+    node = next(n for n in tree.body if getattr(n, "name", None) == owner)
+    return next(n for n in node.body if getattr(n, "name", None) == method) if method else node
+
+
+def is_stub(node):
+    """Its body (after the docstring) is one `raise NotImplementedError(...)`."""
+    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    return (len(body) == 1 and isinstance(body[0], ast.Raise)
+            and "NotImplementedError" in ast.unparse(body[0]))
+
+
+def resolve(module, name):
+    obj = module
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@pytest.mark.parametrize("name", list(tx.EX))
+def test_stub_keeps_the_references_signature_and_docstring(name):
+    ex = tx.EX[name]
+    ref = resolve(__import__(ex.module), name)
+    mine = resolve(__import__("exercises." + ex.module, fromlist=["_"]), name)
+    assert inspect.signature(mine) == inspect.signature(ref), name
+    assert inspect.getdoc(mine) == inspect.getdoc(ref), name
+
+
+@pytest.mark.parametrize("name", list(tx.EX))
+def test_every_exercise_test_fails_on_its_shipped_stub(name):
+    ex = tx.EX[name]
+    if not is_stub(stub_node(ex)):  # a learner's branch: their own work is checked by --mine
+        pytest.skip(f"exercise {ex.n} {name} is no longer a stub in exercises/{ex.module}.py")
+    tests = tx.TESTS[name]
+    assert len(tests) >= 1  # never a loop over nothing
+    for test in tests:
+        with pytest.raises(pytest.fail.Exception) as failed:
+            test(tx.Impl("exercises."))
+        assert re.fullmatch(r"exercise \d+ [\w.]+: not implemented yet", str(failed.value)), (
+            test.__name__, str(failed.value))
+
+
+def test_every_exercise_has_tests_and_mistakes():
+    for name in tx.EX:
+        assert tx.TESTS[name], name
+        assert sum(m[0] == name for m in MISTAKES) >= 3, name
+        assert sum(a[0] == name for a in ALTERNATIVES) >= 1, name
+
+
+# -----------------------------------------------------------------------------
+# 1 unigram_neg_log_p
+
+
+@mistake("unigram_neg_log_p", "log base 2")
+def _(counts):
+    c = np.maximum(counts, 1).astype(np.float64)
+    return -np.log2(c / c.sum())
+
+
+@mistake("unigram_neg_log_p", "no minus sign")
+def _(counts):
+    c = np.maximum(counts, 1).astype(np.float64)
+    return np.log(c / c.sum())
+
+
+@mistake("unigram_neg_log_p", "zero counts not set to 1")
+def _(counts):
+    c = counts.astype(np.float64)
+    with np.errstate(divide="ignore"):
+        return -np.log(c / c.sum())
+
+
+@mistake("unigram_neg_log_p", "zero counts set to 1 after the total")
+def _(counts):
+    return -np.log(np.maximum(counts, 1) / counts.sum())
+
+
+@mistake("unigram_neg_log_p", "add-one smoothing")
+def _(counts):
+    c = counts + 1.0
+    return -np.log(c / c.sum())
+
+
+@mistake("unigram_neg_log_p", "counts modified in place")
+def _(counts):
+    counts[counts == 0] = 1
+    return -np.log(counts / counts.sum())
+
+
+@mistake("unigram_neg_log_p", "float32")
+def _(counts):
+    c = np.maximum(counts, 1).astype(np.float32)
+    return -np.log(c / c.sum())
+
+
+# -----------------------------------------------------------------------------
+# 2 vocab_rarity
+
+
+@mistake("vocab_rarity", "T tokens, not T+1")
+def _(samples, neg_log_p):
+    return neg_log_p[samples[:, :-1]].sum(axis=1)
+
+
+@mistake("vocab_rarity", "sum over the wrong axis")
+def _(samples, neg_log_p):
+    return neg_log_p[samples].sum(axis=0)
+
+
+@mistake("vocab_rarity", "mean instead of sum")
+def _(samples, neg_log_p):
+    return neg_log_p[samples].mean(axis=1)
+
+
+@mistake("vocab_rarity", "each distinct token once")
+def _(samples, neg_log_p):
+    return np.array([neg_log_p[np.unique(s)].sum() for s in samples])
+
+
+@mistake("vocab_rarity", "truncated to an integer")
+def _(samples, neg_log_p):
+    return neg_log_p[samples].sum(axis=1).astype(np.int64)
+
+
+# -----------------------------------------------------------------------------
+# 3 sort_index
+
+
+@mistake("sort_index", "unstable argsort")
+def _(sample_to_metric):
+    i = np.argsort(sample_to_metric)
+    return i, sample_to_metric[i]
+
+
+@mistake("sort_index", "descending")
+def _(sample_to_metric):
+    i = np.argsort(-sample_to_metric, kind="stable")
+    return i, sample_to_metric[i]
+
+
+@mistake("sort_index", "ranks instead of sorted ids")
+def _(sample_to_metric):
+    i = np.argsort(np.argsort(sample_to_metric, kind="stable"), kind="stable")
+    return i, sample_to_metric[i]
+
+
+@mistake("sort_index", "index_to_metric not sorted")
+def _(sample_to_metric):
+    return np.argsort(sample_to_metric, kind="stable"), sample_to_metric
+
+
+@mistake("sort_index", "input sorted in place")
+def _(sample_to_metric):
+    i = np.argsort(sample_to_metric, kind="stable")
+    sample_to_metric.sort()
+    return i, sample_to_metric
+
+
+# -----------------------------------------------------------------------------
+# 4 root_schedule
+
+
+def schedule(t, lo, hi, total, step, degree, low="step", high=True, rnd=math.floor, power=None,
+             div=True, to_step=True):
+    """The formula with one part switchable to a mistake."""
+    x = (float(t) / total) if div else (t // total)
+    d = rnd(x ** (power or (1.0 / degree)) * (hi - lo) + lo)
+    if to_step:
+        d -= d % step
+    if low == "step":
+        d = max(d, math.ceil(lo / step) * step)
+    elif low == "min":
+        d = max(d, lo)
+    return min(d, hi) if high else d
+
+
+@mistake("root_schedule", "no lower clamp")
+def _(t, lo, hi, total, step, degree):
+    return schedule(t, lo, hi, total, step, degree, low=None)
+
+
+@mistake("root_schedule", "clamped to min, not min rounded up to the step")
+def _(t, lo, hi, total, step, degree):
+    return schedule(t, lo, hi, total, step, degree, low="min")
+
+
+@mistake("root_schedule", "no upper clamp")
+def _(t, lo, hi, total, step, degree):
+    return schedule(t, lo, hi, total, step, degree, high=False)
+
+
+@mistake("root_schedule", "round instead of floor")
+def _(t, lo, hi, total, step, degree):
+    return schedule(t, lo, hi, total, step, degree, rnd=round)
+
+
+@mistake("root_schedule", "not rounded down to the step")
+def _(t, lo, hi, total, step, degree):
+    return schedule(t, lo, hi, total, step, degree, to_step=False, low="min")
+
+
+@mistake("root_schedule", "(t/T)**k instead of (t/T)**(1/k)")
+def _(t, lo, hi, total, step, degree):
+    return schedule(t, lo, hi, total, step, degree, power=degree)
+
+
+@mistake("root_schedule", "integer division t // T")
+def _(t, lo, hi, total, step, degree):
+    return schedule(t, lo, hi, total, step, degree, div=False)
+
+
+# -----------------------------------------------------------------------------
+# 5 admitted_prefix
+
+
+def percentile_count(d, N, hi):
+    return N if d >= hi else (N // int(hi)) * int(d)
+
+
+@mistake("admitted_prefix", "value: side='left'")
+def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
+    if difficulty_type == "value":
+        return int(np.searchsorted(index_to_metric, d, side="left"))
+    return percentile_count(d, len(index_to_sample), max_difficulty)
+
+
+@mistake("admitted_prefix", "percentile: int(N * d / max)")
+def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
+    if difficulty_type == "value":
+        return int(np.searchsorted(index_to_metric, d, side="right"))
+    return int(len(index_to_sample) * d / max_difficulty)
+
+
+@mistake("admitted_prefix", "percentile: round(N * d / max)")
+def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
+    if difficulty_type == "value":
+        return int(np.searchsorted(index_to_metric, d, side="right"))
+    return round(len(index_to_sample) * d / max_difficulty)
+
+
+@mistake("admitted_prefix", "percentile: not all N at max")
+def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
+    if difficulty_type == "value":
+        return int(np.searchsorted(index_to_metric, d, side="right"))
+    return (len(index_to_sample) // max_difficulty) * d
+
+
+@mistake("admitted_prefix", "percentile: a threshold on the metric values")
+def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
+    v = d
+    if difficulty_type == "percentile":
+        v = np.percentile(index_to_metric, 100 * d / max_difficulty)
+    return int(np.searchsorted(index_to_metric, v, side="right"))
+
+
+# -----------------------------------------------------------------------------
+# 6 seqlen_truncate
+
+
+@mistake("seqlen_truncate", "L tokens, not L+1")
+def _(batch, L):
+    return batch[:, :L]
+
+
+@mistake("seqlen_truncate", "rows instead of columns")
+def _(batch, L):
+    return batch[: L + 1]
+
+
+@mistake("seqlen_truncate", "the last L+1 tokens")
+def _(batch, L):
+    return batch[:, -(L + 1):]
+
+
+# -----------------------------------------------------------------------------
+# 7 seqlen_reshape
+
+
+@mistake("seqlen_reshape", "rows sharing no token (Megatron's)")
+def _(batch, L):
+    n = batch.shape[1] // (L + 1)
+    return batch[:, : n * (L + 1)].reshape(-1, L + 1)
+
+
+@mistake("seqlen_reshape", "rows of L tokens")
+def _(batch, L):
+    T = batch.shape[1] - 1
+    return batch[:, : T // L * L].reshape(-1, L)
+
+
+@mistake("seqlen_reshape", "rows ordered by position, not by sample")
+def _(batch, L):
+    T = batch.shape[1] - 1
+    idx = np.arange(T // L)[:, None] * L + np.arange(L + 1)
+    return batch[:, idx].transpose(1, 0, 2).reshape(-1, L + 1)
+
+
+@mistake("seqlen_reshape", "T taken as the row width T+1")
+def _(batch, L):
+    T = batch.shape[1]
+    idx = np.arange(T // L)[:, None] * L + np.arange(L + 1)
+    return batch[:, idx].reshape(-1, L + 1)
+
+
+@mistake("seqlen_reshape", "ceil(T / L) rows")
+def _(batch, L):
+    T = batch.shape[1] - 1
+    idx = np.arange(-(-T // L))[:, None] * L + np.arange(L + 1)
+    return batch[:, idx].reshape(-1, L + 1)
+
+
+# -----------------------------------------------------------------------------
+# 8 Bag.draw
+
+
+def fill_holes(bag, pick, n):
+    """The reference's hole filling: the kept tail ids fill the drawn positions, then shrink."""
+    m = bag.n
+    tail = np.ones(n, dtype=bool)
+    tail[pick[pick >= m - n] - (m - n)] = False
+    bag.ids[pick[pick < m - n]] = bag.ids[m - n : m][tail]
+    bag.n = m - n
+
+
+@mistake("Bag.draw", "with replacement")
+def _(self, rng, n):
+    pick = rng.integers(0, self.n, n)
+    out = self.ids[pick]
+    self.ids[: self.n - n] = np.delete(self.ids[: self.n], pick)[: self.n - n]
+    self.n -= n
+    return out
+
+
+@mistake("Bag.draw", "drawn ids not removed")
+def _(self, rng, n):
+    return self.ids[rng.choice(self.n, n, replace=False)]
+
+
+@mistake("Bag.draw", "holes filled with the last n ids, drawn ones included")
+def _(self, rng, n):
+    m = self.n
+    pick = rng.choice(m, n, replace=False)
+    out = self.ids[pick]
+    holes = pick[pick < m - n]
+    self.ids[holes] = self.ids[m - n : m][: len(holes)]
+    self.n = m - n
+    return out
+
+
+@mistake("Bag.draw", "positions drawn from every slot, not the self.n left")
+def _(self, rng, n):
+    pick = rng.choice(len(self.ids), n, replace=False)
+    out = self.ids[pick]
+    keep = np.setdiff1d(np.arange(self.n), pick)[: self.n - n]
+    self.ids[: self.n - n] = self.ids[keep]
+    self.n -= n
+    return out
+
+
+@mistake("Bag.draw", "self.ids shortened: the next pass cannot refill")
+def _(self, rng, n):
+    pick = rng.choice(self.n, n, replace=False)
+    out = self.ids[pick]
+    self.ids = np.delete(self.ids[: self.n], pick)
+    self.n -= n
+    return out
+
+
+@mistake("Bag.draw", "the first n, not random")
+def _(self, rng, n):
+    out = self.ids[:n].copy()
+    self.ids[: self.n - n] = self.ids[n : self.n].copy()
+    self.n -= n
+    return out
+
+
+# -----------------------------------------------------------------------------
+# 9 sample_kept_indices
+
+
+def scores(B, T, generator):
+    return torch.empty(B, T).uniform_(generator=generator)
+
+
+@mistake("sample_kept_indices", "not sorted")
+def _(B, T, r, generator=None, device=None):
+    return scores(B, T, generator).topk(r, dim=1).indices
+
+
+@mistake("sample_kept_indices", "with replacement")
+def _(B, T, r, generator=None, device=None):
+    return torch.randint(0, T, (B, r), generator=generator).sort(dim=1).values
+
+
+@mistake("sample_kept_indices", "one subset for every row")
+def _(B, T, r, generator=None, device=None):
+    return torch.randperm(T, generator=generator)[:r].sort().values.expand(B, r).contiguous()
+
+
+@mistake("sample_kept_indices", "a random contiguous window")
+def _(B, T, r, generator=None, device=None):
+    return torch.randint(0, T - r + 1, (B, 1), generator=generator) + torch.arange(r)
+
+
+@mistake("sample_kept_indices", "a random stride")
+def _(B, T, r, generator=None, device=None):
+    step = T // r
+    start = torch.randint(0, T - step * (r - 1), (B, 1), generator=generator)
+    return start + step * torch.arange(r)
+
+
+@mistake("sample_kept_indices", "the generator ignored")
+def _(B, T, r, generator=None, device=None):
+    return torch.rand(B, T).topk(r, dim=1).indices.sort(dim=1).values
+
+
+@mistake("sample_kept_indices", "position T-1 never kept")
+def _(B, T, r, generator=None, device=None):
+    return scores(B, T - 1, generator).topk(r, dim=1).indices.sort(dim=1).values
+
+
+# -----------------------------------------------------------------------------
+# 10 gather_tokens
+
+
+@mistake("gather_tokens", "no per-sample offset")
+def _(x, idx):
+    B, T, C = x.shape
+    return x.reshape(B * T, C)[idx.flatten()].view(B, -1, C)
+
+
+@mistake("gather_tokens", "x[:, idx]")
+def _(x, idx):
+    return x[:, idx]
+
+
+@mistake("gather_tokens", "torch.gather without expanding idx over C")
+def _(x, idx):
+    return torch.gather(x, 1, idx.unsqueeze(-1))
+
+
+@mistake("gather_tokens", "offset b * r instead of b * T")
+def _(x, idx):
+    B, T, C = x.shape
+    rows = (idx + idx.size(1) * torch.arange(B)[:, None]).flatten()
+    return x.reshape(B * T, C)[rows].view(B, -1, C)
+
+
+@mistake("gather_tokens", "through numpy: no gradient")
+def _(x, idx):
+    a = x.detach().numpy()[np.arange(x.size(0))[:, None], idx.numpy()]
+    return torch.from_numpy(a)
+
+
+# -----------------------------------------------------------------------------
+# 11 scatter_tokens
+
+
+def rows_of(idx, T):
+    return (idx + T * torch.arange(idx.size(0))[:, None]).flatten()
+
+
+@mistake("scatter_tokens", "in place on x")
+def _(x, idx, y):
+    for b in range(x.size(0)):
+        x[b, idx[b]] = y[b]
+    return x
+
+
+@mistake("scatter_tokens", "a scatter that adds")
+def _(x, idx, y):
+    B, T, C = x.shape
+    return x.reshape(B * T, C).index_add(0, rows_of(idx, T), y.reshape(-1, C)).view(B, T, C)
+
+
+@mistake("scatter_tokens", "from zeros: dropped tokens lost")
+def _(x, idx, y):
+    B, T, C = x.shape
+    out = torch.zeros(B * T, C, dtype=x.dtype)
+    return out.index_copy(0, rows_of(idx, T), y.reshape(-1, C)).view(B, T, C)
+
+
+@mistake("scatter_tokens", "no per-sample offset")
+def _(x, idx, y):
+    B, T, C = x.shape
+    return x.reshape(B * T, C).index_copy(0, idx.flatten(), y.reshape(-1, C)).view(B, T, C)
+
+
+# -----------------------------------------------------------------------------
+# 12 GatherRows.backward
+
+
+@mistake("GatherRows.backward", "dx alone, no None for rows")
+def _(ctx, grad):
+    (rows,) = ctx.saved_tensors
+    return grad.new_zeros(ctx.n_rows, grad.size(1)).index_copy_(0, rows, grad)
+
+
+@mistake("GatherRows.backward", "grad itself")
+def _(ctx, grad):
+    return grad, None
+
+
+@mistake("GatherRows.backward", "the gradient in the first M rows")
+def _(ctx, grad):
+    dx = grad.new_zeros(ctx.n_rows, grad.size(1))
+    dx[: grad.size(0)] = grad
+    return dx, None
+
+
+# -----------------------------------------------------------------------------
+# 13 layer_tokens
+
+
+@mistake("layer_tokens", "min(r, s) forgotten")
+def _(B, s, r, n_layer, n_ltd):
+    r = s if r is None else r
+    return B * (s * (n_layer - n_ltd) + r * n_ltd)
+
+
+@mistake("layer_tokens", "r = None not handled")
+def _(B, s, r, n_layer, n_ltd):
+    return B * (s * (n_layer - n_ltd) + min(r, s) * n_ltd)
+
+
+@mistake("layer_tokens", "dropping layers counted twice")
+def _(B, s, r, n_layer, n_ltd):
+    r = s if r is None else min(r, s)
+    return B * (s * n_layer + r * n_ltd)
+
+
+@mistake("layer_tokens", "B left off the dropping layers")
+def _(B, s, r, n_layer, n_ltd):
+    r = s if r is None else min(r, s)
+    return B * s * (n_layer - n_ltd) + r * n_ltd
+
+
+# -----------------------------------------------------------------------------
+# each mistake above, patched into the reference, fails its exercise's tests
+
+
+@pytest.mark.parametrize("name,what,wrong", MISTAKES,
+                         ids=[f"{m[0]}: {m[1]}" for m in MISTAKES])
+def test_a_likely_mistake_is_caught(name, what, wrong):
+    """At least one of the exercise's tests fails on it, in a few lines that name the exercise."""
+    ex = tx.EX[name]
+    caught = []
+    for test in tx.TESTS[name]:
+        try:
+            test(tx.Impl(replace={name: wrong}))
+        except pytest.fail.Exception as e:
+            caught.append(str(e))
+    assert caught, f"{name}: '{what}' passes every test"
+    for msg in caught:
+        assert msg.startswith(f"exercise {ex.n} {name}: ") and "not implemented" not in msg, msg
+        harness = ("broke the check", "does not import", "not found in", "positional argument",
+                   "multiple values", "No module named")
+        assert not any(h in msg for h in harness), msg  # caught by a check, not by an accident
+        assert len(msg.splitlines()) <= 12 and len(msg) <= 2000, msg
+
+
+# -----------------------------------------------------------------------------
+# correct versions unlike the reference's: the tests must not ask for more than the exercise says
+
+
+@alternative("unigram_neg_log_p", "ln total - ln count")
+def _(counts):
+    c = np.where(counts > 0, counts, 1)
+    return np.log(float(c.sum())) - np.log(c.astype(np.float64))
+
+
+@alternative("vocab_rarity", "a loop over samples")
+def _(samples, neg_log_p):
+    return np.array([float(np.take(neg_log_p, s).sum()) for s in samples])
+
+
+@alternative("sort_index", "lexsort by (metric, id)")
+def _(sample_to_metric):
+    i = np.lexsort((np.arange(len(sample_to_metric)), sample_to_metric))
+    return i, np.sort(sample_to_metric)
+
+
+@alternative("root_schedule", "the docstring's order, min + (max - min) * x")
+def _(t, lo, hi, total, step, degree):
+    d = math.floor(lo + (hi - lo) * (t / total) ** (1 / degree))
+    d = d - d % step
+    return min(max(d, -(-lo // step) * step), hi)
+
+
+@alternative("admitted_prefix", "counting, no searchsorted")
+def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
+    if difficulty_type == "value":
+        return int(np.count_nonzero(np.asarray(index_to_metric) <= d))
+    N = len(index_to_sample)
+    return N if d == max_difficulty else N // max_difficulty * d
+
+
+@alternative("seqlen_truncate", "np.delete the tail")
+def _(batch, L):
+    return np.delete(batch, np.s_[L + 1:], axis=1)
+
+
+@alternative("seqlen_reshape", "a loop over samples and rows")
+def _(batch, L):
+    T = batch.shape[1] - 1
+    return np.array([s[k * L : k * L + L + 1] for s in batch for k in range(T // L)])
+
+
+@alternative("Bag.draw", "shuffle the bag, take the first n")
+def _(self, rng, n):
+    left = self.ids[: self.n][rng.permutation(self.n)]
+    self.n -= n
+    self.ids[: self.n] = left[n:]
+    return left[:n]
+
+
+@alternative("sample_kept_indices", "argsort of uniform scores")
+def _(B, T, r, generator=None, device=None):
+    s = torch.rand(B, T, generator=generator, device=device)
+    return s.argsort(dim=1)[:, :r].sort(dim=1).values
+
+
+@alternative("sample_kept_indices", "multinomial without replacement")
+def _(B, T, r, generator=None, device=None):
+    picked = torch.multinomial(torch.ones(B, T), r, replacement=False, generator=generator)
+    return picked.sort(dim=1).values
+
+
+@alternative("gather_tokens", "torch.gather over C")
+def _(x, idx):
+    return torch.gather(x, 1, idx.unsqueeze(-1).expand(-1, -1, x.size(2)))
+
+
+@alternative("gather_tokens", "advanced indexing")
+def _(x, idx):
+    return x[torch.arange(x.size(0))[:, None], idx]
+
+
+@alternative("scatter_tokens", "clone, then assign")
+def _(x, idx, y):
+    out = x.clone()
+    out[torch.arange(x.size(0))[:, None], idx] = y
+    return out
+
+
+@alternative("scatter_tokens", "torch.scatter out of place")
+def _(x, idx, y):
+    return torch.scatter(x, 1, idx.unsqueeze(-1).expand(-1, -1, x.size(2)), y)
+
+
+@alternative("GatherRows.backward", "index_add (the same for unique rows)")
+def _(ctx, grad):
+    (rows,) = ctx.saved_tensors
+    return grad.new_zeros(ctx.n_rows, grad.size(1)).index_add(0, rows, grad), None
+
+
+@alternative("layer_tokens", "dense minus the dropped")
+def _(B, s, r, n_layer, n_ltd):
+    dropped = 0 if r is None or r >= s else (s - r) * n_ltd
+    return B * (s * n_layer - dropped)
+
+
+@pytest.mark.parametrize("name,how,right", ALTERNATIVES,
+                         ids=[f"{a[0]}: {a[1]}" for a in ALTERNATIVES])
+def test_a_correct_alternative_passes(name, how, right):
+    for test in tx.TESTS[name]:
+        test(tx.Impl(replace={name: right}))

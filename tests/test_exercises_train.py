@@ -1,0 +1,110 @@
+"""exercises/train.py: the learner's functions really replace the reference's, and train."""
+
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import analyzer
+import random_ltd
+import sampler
+import scheduler
+import train
+from exercises import EXERCISES
+from exercises import train as runner
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_embd=32",
+        "--eval_samples=8", "--log_interval=1", "--sample_tokens=0", "--warmup_iters=2",
+        "--device=cpu", "--max_iters=3"]
+CURRICULA = ["--cl_metric=vocab_rarity", "--cl_min=20", "--cl_max=100", "--cl_total_step=6",
+             "--cl_difficulty_step=10", "--seqlen=truncate", "--seqlen_min=8", "--seqlen_step=4",
+             "--seqlen_total_step=6", "--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4",
+             "--ltd_require_steps=6"]
+CONCEPTS = {"analyzer": analyzer, "scheduler": scheduler, "sampler": sampler,
+            "random_ltd": random_ltd}
+
+
+def counted(name, fn, calls):
+    """fn, counting its calls in calls[name]: a learner's version that is not a stub."""
+    def mine(*args, **kwargs):
+        calls[name] += 1
+        return fn(*args, **kwargs)
+    return mine
+
+
+def counting_learner(calls):
+    """{concept: module-like namespace} with every exercise a counting copy of the reference's."""
+    mine = {concept: types.SimpleNamespace() for concept in CONCEPTS}
+    for _, concept, name in EXERCISES:
+        ref = CONCEPTS[concept]
+        owner, _, method = name.partition(".")
+        if not method:
+            setattr(mine[concept], owner, counted(name, getattr(ref, owner), calls))
+            continue
+        base = getattr(ref, owner)
+        fn = counted(name, getattr(base, method), calls)
+        if isinstance(vars(base)[method], staticmethod):
+            fn = staticmethod(fn)
+        setattr(mine[concept], owner, type(owner, (base,), {method: fn}))
+    return mine
+
+
+def test_install_replaces_every_use_and_a_run_calls_yours(corpus, tmp_path, monkeypatch):
+    calls = {name: 0 for _, _, name in EXERCISES}
+    swaps = runner.learner_swaps(counting_learner(calls))
+    assert [name for _, name, _, _ in swaps] == [name for _, _, name in EXERCISES]
+    runner.install(swaps, monkeypatch)  # monkeypatch: undone after the test
+    assert analyzer.METRICS["vocab_rarity"] is analyzer.vocab_rarity  # the table, too
+    assert train.layer_tokens is random_ltd.layer_tokens  # imported by name
+    for _, name, reference, yours in swaps:
+        owner, _, method = name.partition(".")
+        module = CONCEPTS[next(c for _, c, n in EXERCISES if n == name)]
+        now = vars(getattr(module, owner))[method] if method else getattr(module, owner)
+        assert now is yours and now is not reference, name
+    train.main(TINY + CURRICULA + [f"--data_dir={corpus}", f"--out_dir={tmp_path}",
+                                  f"--index_dir={tmp_path / 'index'}"])
+    not_used = {"seqlen_reshape"}  # the run truncates
+    assert all(calls[name] > 0 for name in calls if name not in not_used), calls
+
+
+def reference_copy(concept):
+    """A learner's file made of the reference's own source, function by function."""
+    ref = CONCEPTS[concept]
+    parts = [f"import {concept}", f"from {concept} import *  # noqa: F403  (np, torch, helpers)"]
+    classes = {}
+    for _, c, name in EXERCISES:
+        if c != concept:
+            continue
+        owner, _, method = name.partition(".")
+        if not method:
+            parts.append(textwrap.dedent(inspect.getsource(getattr(ref, owner))))
+            continue  # (getsource includes a method's @staticmethod line)
+        src = textwrap.dedent(inspect.getsource(getattr(getattr(ref, owner), method)))
+        classes.setdefault(owner, []).append(textwrap.indent(src, "    "))
+    for owner, methods in classes.items():
+        parts.append(f"class {owner}({concept}.{owner}):\n" + "\n".join(methods))
+    return "\n\n".join(parts) + "\n"
+
+
+def test_python_m_exercises_train_with_the_reference_as_yours(corpus, tmp_path):
+    """The command of exercises/README.md, on a learner's package that copies the reference."""
+    pkg = tmp_path / "learner" / "exercises"
+    pkg.mkdir(parents=True)
+    for name in ("__init__.py", "train.py"):
+        (pkg / name).write_text(open(os.path.join(ROOT, "exercises", name)).read())
+    for concept in CONCEPTS:
+        (pkg / f"{concept}.py").write_text(reference_copy(concept))
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-m", "exercises.train", *TINY, *CURRICULA,
+                          f"--data_dir={corpus}", f"--out_dir={tmp_path / 'out'}"],
+                         cwd=tmp_path / "learner", env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    everything = ", ".join(f"{n} {name}" for n, _, name in EXERCISES)
+    assert f"exercises.train: yours: {everything}\n" in out.stdout, out.stdout
+    assert "exercises.train: the reference's (still stubs): none\n" in out.stdout
+    assert "your analyzer builds the curriculum index in" in out.stdout
+    assert "iter 2:" in out.stdout, out.stdout
