@@ -140,3 +140,12 @@ def test_bad_random_ltd_config_is_one_line_at_the_boundary():
     good = {"min_value": 12, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}}
     check_ltd(good)
     assert RandomLTDScheduler(good).get_value(0) == 8
+
+
+def test_a_falling_schedule_at_max_on_its_first_step_holds_there():
+    """The search for the step at max starts at t = 1: [100, 50] with max_step [1], max 100 is at
+    max on step 1, so every later step holds 100 (the schedule alone falls to 50 from t = 2)."""
+    s = CurriculumScheduler(cl(10, 100, "fixed_discrete", difficulty=[100, 50], max_step=[1]))
+    assert [s.get_difficulty(t) for t in (1, 2, 3)] == [100, 100, 100]
+    fresh = CurriculumScheduler(s.config)  # asked from a later step first: the same
+    assert [fresh.get_difficulty(t) for t in (3, 2, 1)] == [100, 100, 100]
