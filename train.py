@@ -206,6 +206,13 @@ def budget_tokens(cfg, sampler, ltd_sched, n_ltd):
     return min(ends)
 
 
+def budget_reached(cfg, state):
+    """Whether the run has spent its budget: max_iters steps or max_tokens effective tokens."""
+    eff = state["layer_tokens"] / cfg.n_layer
+    return bool((cfg.max_iters and state["iter_num"] >= cfg.max_iters)
+                or (cfg.max_tokens and eff >= cfg.max_tokens))
+
+
 # -----------------------------------------------------------------------------
 # evaluation and the training step
 
@@ -282,7 +289,7 @@ def train_loop(run, state, signals, ckpt_path):
     pending, start_iter, t0 = [], state["iter_num"], time.time()
     while True:
         n, eff = state["iter_num"], state["layer_tokens"] / L  # eff: effective tokens so far
-        done = (cfg.max_iters and n >= cfg.max_iters) or (cfg.max_tokens and eff >= cfg.max_tokens)
+        done = budget_reached(cfg, state)
         if (n % cfg.eval_interval == 0 and n > start_iter) or done:
             t_eval = time.time()
             out["val_loss"] = estimate_loss(run.model, run.val_data, run.eval_ids, cfg.batch_size,
@@ -298,7 +305,7 @@ def train_loop(run, state, signals, ckpt_path):
         if stop and n > start_iter:  # subtle: a checkpoint even without --save_checkpoint
             checkpoint.save(run, state, ckpt_path)
             raise launch.Stopped(f"stopped by {stop} at iter {n}; checkpoint: {ckpt_path}; "
-                                 "continue with --resume")
+                                 f"continue with: {launch.resume_command(cfg.out_dir)}")
         if done:
             break
         lr = get_lr(eff, cfg, run.lr_schedule)
@@ -328,15 +335,21 @@ def train(cfg, given=None):
     With --resume the checkpoint's settings hold; given names the flags the user set (None: all of
     cfg's), which must agree with them except where the run goes, what it prints and when it stops.
     """
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     t_start, notes, ckpt_path = time.time(), [], os.path.join(cfg.out_dir, "ckpt.pt")
-    with launch.process(cfg.device, ckpt_path) as (rank, local_rank, world_size, device, signals):
+    resume = launch.resume_command(cfg.out_dir)
+    with launch.process(cfg.device, ckpt_path, resume) as (rank, local_rank, world_size, device,
+                                                           signals):
         with checkpoint.run_dir(cfg) if rank == 0 else nullcontext():  # one trainer per out_dir
             ckpt = checkpoint.load_checkpoint(ckpt_path) if cfg.resume else None
             if ckpt:
                 cfg, more = checkpoint.resumed_config(ckpt["config"], cfg, given, ckpt_path)
                 notes += more
+            if ckpt and budget_reached(cfg, ckpt["state"]):  # nothing to do: say so, save nothing
+                raise ValueError(f"{ckpt_path} already reached this run's budget (iter "
+                                 f"{ckpt['state']['iter_num']}); to train on, raise --max_iters "
+                                 "or --max_tokens with --resume")
+            if cfg.threads:  # subtle: after --resume, which keeps the first run's --threads
+                torch.set_num_threads(cfg.threads)
             run, meta = setup(cfg, rank, local_rank, world_size, device, notes,
                               ckpt and ckpt["settings"])
             state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0}

@@ -578,3 +578,29 @@ def test_torchrun_resume_restores_each_ranks_own_generators(corpus, tmp_path):
     for rank in range(2):
         assert first[rank]["kept"] + second[rank]["kept"] == straight[rank]["kept"], f"rank {rank} kept tokens"
     assert first[0]["losses"] + second[0]["losses"] == straight[0]["losses"]
+
+
+def test_resuming_a_run_that_reached_its_budget_says_so_and_saves_nothing(corpus, tmp_path, capsys):
+    argv = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--eval_interval=2"]
+    train.main(argv)
+    before = os.stat(tmp_path / "ckpt.pt").st_mtime_ns
+    capsys.readouterr()
+    line = main_error(capsys, "--resume", f"--out_dir={tmp_path}")
+    assert line == (f"error: {tmp_path / 'ckpt.pt'} already reached this run's budget (iter 2); to "
+                    "train on, raise --max_iters or --max_tokens with --resume")
+    assert os.stat(tmp_path / "ckpt.pt").st_mtime_ns == before
+
+
+def test_resume_keeps_the_threads_of_the_run_or_the_ones_given(corpus, tmp_path, capsys):
+    threads = torch.get_num_threads()
+    try:
+        train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2",
+                           "--eval_interval=2", "--threads=1"])
+        torch.set_num_threads(2)
+        capsys.readouterr()
+        train.main(["--resume", f"--out_dir={tmp_path}", "--max_iters=3"])
+        assert "1 torch threads per process" in capsys.readouterr().out
+        train.main(["--resume", f"--out_dir={tmp_path}", "--max_iters=4", "--threads=2"])
+        assert "2 torch threads per process" in capsys.readouterr().out
+    finally:
+        torch.set_num_threads(threads)
