@@ -151,6 +151,18 @@ def check(cfg):
     int_list("ltd_layers", cfg.ltd_layers)
 
 
+def precision_key(cfg):
+    """The DeepSpeed key that set cfg.dtype ("fp16.enabled"), or "" where --dtype (or its default)
+    did: a GPU recipe's precision falls back to float32 on a CPU (launch.resolve_dtype)."""
+    if not cfg.config:
+        return ""
+    try:
+        value, key = ds_config.training(ds_config.load(cfg.config)).get("dtype", (None, ""))
+    except ValueError:  # no --config, or its file is gone since (a --resume)
+        return ""
+    return key if value == cfg.dtype else ""
+
+
 def budget_steps(cfg, global_batch_size):
     """The run's length in dense steps: max_iters, or max_tokens / (G * T), whichever ends first."""
     by_tokens = float("inf")
@@ -172,7 +184,7 @@ def data_efficiency(cfg, global_batch_size, known_metrics, notes, accum=None):
                          "use one of them")
     if cfg.config:
         ds = ds_config.load(cfg.config)
-        notes += ds_config.training_notes(ds)
+        notes += ds_config.training_notes(ds, cfg.dtype)
         metrics, ltd = ds_config.from_deepspeed(ds, cfg, notes, accum)
     if sum(name in SEQLEN_METRICS for name in metrics) > 1:
         raise ValueError("both seqlen_truncate and seqlen_reshape are set; "

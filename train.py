@@ -128,6 +128,8 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
 
 def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
     """-> (Run, the corpus's meta). saved: a checkpoint's settings, for a resumed run."""
+    dtype, note = launch.resolve_dtype(cfg.dtype, device, config.precision_key(cfg))
+    notes += [note] if note else []  # subtle: refused or said before the corpus and index are built
     sampler, val_data, ltd, meta = setup_data(cfg, rank, local_rank, world_size, notes, saved)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     ltd_layers = tuple(ltd["random_ltd_layer_id"]) if ltd and ltd["random_ltd_layer_id"] else None
@@ -135,7 +137,6 @@ def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
                       n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias,
                       ltd_layers=ltd_layers)
     raw_model = GPT(gconf).to(device)
-    dtype = launch.resolve_dtype(cfg.dtype, device)
     device_type = device.split(":")[0]
     torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's offset
     ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # and kept tokens

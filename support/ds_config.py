@@ -215,6 +215,8 @@ def apply_training(cfg, ds, given):
     types = {f.name: f.type for f in fields(cfg)}
     out = {}
     for flag, (value, key) in training(ds).items():
+        if flag == "dtype" and flag in given:  # an explicit --dtype wins (training_notes says so)
+            continue
         if types[flag] is int and value != int(value):
             raise ValueError(f"--config {key} is {value}; it must be a whole number")
         value = types[flag](value)  # 100.0 -> 100 for a step count, 1 -> 1.0 for a rate
@@ -225,15 +227,24 @@ def apply_training(cfg, ds, given):
     return out
 
 
-def training_notes(ds):
-    """Notes: what ds set through our flags, and what changes training in DeepSpeed but not here."""
+def training_notes(ds, dtype):
+    """Notes: what ds set through our flags, and what changes training in DeepSpeed but not here;
+    dtype: the run's --dtype, which wins over the config's fp16 or bf16 where it was given."""
     notes = []
     applied = training(ds)
+    if applied.get("dtype", (dtype,))[0] != dtype:
+        key = applied.pop("dtype")[1]
+        notes.append(f"--dtype={dtype} wins over --config's {key}")
     if applied:
         notes.append("from --config: " + ", ".join(
             f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
             for flag, (value, _) in applied.items()))
     off = [k for k, v in NOT_APPLIED.items() if k in ds and on(ds[k], v)]
+    for p in ("fp16", "bf16", "bfloat16"):  # loss scaling here: torch's GradScaler, its defaults
+        section = ds.get(p, {})
+        if section.get("enabled"):  # loss_scale 0 is dynamic scaling, as GradScaler's
+            off += [f"{p}.{k}" for k, v in section.items()
+                    if k != "enabled" and not (k == "loss_scale" and v == 0)]
     params = ds.get("optimizer", {}).get("params", {})
     mapped = ("lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction")
     off += [f"optimizer.params.{k}" for k, v in params.items() if k not in mapped and on(v, False)]

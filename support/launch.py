@@ -87,15 +87,20 @@ def on_each_filesystem(make, rank, local_rank):
         dist.barrier()
 
 
-def resolve_dtype(dtype, device):
-    """auto -> bfloat16 on GPUs that have it natively, float16 on older ones (V100, T4), float32 on
-    the CPU."""
+def resolve_dtype(dtype, device, set_by=""):
+    """-> (dtype, note or None). auto -> bfloat16 on GPUs that have it natively, float16 on older
+    ones (V100, T4), float32 on the CPU. set_by: the DeepSpeed key that asked for dtype
+    ("fp16.enabled"); a GPU recipe's precision falls back to float32 on the CPU, with a note."""
+    if set_by and dtype != "float32" and device == "cpu":
+        return "float32", (f"--config's {set_by} asks for {dtype}, a GPU precision: on this CPU "
+                           "the run trains in float32")
     if dtype == "float16" and device == "cpu":
         raise ValueError("--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); "
-                         "use float32 or bfloat16 (with --config: turn its fp16 section off)")
+                         "use float32 or bfloat16")
     if dtype != "auto" or device == "cpu":
-        return "float32" if dtype == "auto" else dtype
-    return "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
+        return ("float32" if dtype == "auto" else dtype), None
+    bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+    return ("bfloat16" if bf16 else "float16"), None
 
 
 @contextlib.contextmanager

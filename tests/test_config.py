@@ -166,6 +166,27 @@ def test_config_file_not_json_or_not_an_object(tmp_path):
         data_efficiency(parse_args([f"--config={tmp_path}"]), 16, KNOWN, [])  # where it is opened, before any work
 
 
+MEGATRON = os.path.join(ROOT, "tests", "fixtures", "ds_config_megatron_gpt_1.3B_cl_ltd.json")
+
+
+def test_megatron_deepspeeds_gpt_config_as_its_script_writes_it_is_read_unchanged():
+    """examples_deepspeed/data_efficiency/gpt/pretrain/ds_pretrain_gpt_1.3B_dense_base_script.sh
+    (CL voc + seqlen_truncate, random-LTD 128 -> 2048, 64 GPUs) fills its 2-metric template into
+    this file: metric voc, fixed_root for the length, fp16 with its loss-scale keys, ZeRO, logging."""
+    cfg = parse_args([f"--config={MEGATRON}", "--n_layer=24", "--block_size=2048"])
+    notes = []
+    metrics, ltd = data_efficiency(cfg, 512, KNOWN, notes)
+    assert (cfg.dtype, cfg.global_batch_size, cfg.batch_size, cfg.grad_clip) == ("float16", 512, 8, 1.0)
+    assert set(metrics) == {"vocab_rarity", "seqlen_truncate"}
+    assert metrics["seqlen_truncate"]["schedule_config"] == {"total_curriculum_step": 110000,
+                                                             "difficulty_step": 8, "root_degree": 1}
+    assert ltd["random_ltd_layer_id"] == list(range(1, 23))
+    assert notes[-2] == ("not applied here (they change training in DeepSpeed): fp16.loss_scale_window; "
+                         "fp16.hysteresis; fp16.min_loss_scale; fp16.initial_scale_power; "
+                         "data_efficiency.seed (--seed seeds the sampler)")
+    assert notes[-1].startswith("DeepSpeed index/cluster paths in --config are ignored")
+
+
 def test_published_gpt3_recipe_config_maps_to_our_settings():
     """The GPT-3 1.3B recipe's data_efficiency section (as DeepSpeed's examples publish it) is read unchanged."""
     path = os.path.join(ROOT, "tests", "fixtures", "ds_config_gpt3_1.3b_cl_ltd.json")
@@ -220,10 +241,21 @@ def test_a_real_deepspeed_config_sets_our_flags_and_names_the_rest(tmp_path):
                         "(--seed seeds the sampler)")
 
 
+def test_an_explicit_dtype_wins_over_the_configs_precision_with_a_note(tmp_path):
+    """--dtype=float32 with a config that enables bf16 was refused as a conflict: the user had to
+    edit the JSON to try a GPU recipe on a CPU."""
+    cfg = parse_args([f"--config={write(tmp_path, real_deepspeed_config())}", "--dtype=float32"])
+    notes = []
+    data_efficiency(cfg, 16, KNOWN, notes)
+    assert cfg.dtype == "float32" and notes[0] == "--dtype=float32 wins over --config's bf16.enabled"
+    assert "dtype" not in notes[1] and config.precision_key(cfg) == ""
+    assert config.precision_key(parse_args([f"--config={write(tmp_path, real_deepspeed_config())}"])) == \
+        "bf16.enabled"
+
+
 @pytest.mark.parametrize("flags, want", [
     (["--learning_rate=1e-3"], "--config sets optimizer.params.lr 0.0006 but --learning_rate=0.001 "
                                "was given; drop the flag or change the config"),
-    (["--dtype=float32"], "--config sets bf16.enabled bfloat16 but --dtype=float32 was given"),
     (["--warmup_iters=5"], "--config sets scheduler.params.warmup_num_steps 30 but --warmup_iters=5"),
 ])
 def test_a_flag_that_disagrees_with_the_config_is_one_line(tmp_path, flags, want):

@@ -604,3 +604,43 @@ def test_resume_keeps_the_threads_of_the_run_or_the_ones_given(corpus, tmp_path,
         assert "2 torch threads per process" in capsys.readouterr().out
     finally:
         torch.set_num_threads(threads)
+
+
+def cpu_sized(path, out):
+    """The Megatron-DeepSpeed config with only the sizes a CPU needs changed: layers (24 -> 4, the
+    dropping ones 1..2), batch (512 rows of 8 -> 8 of 4), lengths (2048 -> 32 tokens, schedules
+    of 110,000 and 200,000 steps -> 4). fp16, ZeRO, logging, metric names and paths stay."""
+    ds = json.load(open(path))
+    ds.update(train_batch_size=8, train_micro_batch_size_per_gpu=4)
+    ltd = ds["data_efficiency"]["data_routing"]["random_ltd"]
+    ltd.update(total_layer_num=4, random_ltd_layer_num=2, random_ltd_layer_id=[1, 2])
+    ltd["random_ltd_schedule"].update(min_value=16, max_value=32)
+    ltd["random_ltd_schedule"]["schedule_config"]["require_steps"] = 4
+    metrics = ds["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]
+    metrics["seqlen_truncate"].update(min_difficulty=16, max_difficulty=32)
+    for entry in metrics.values():
+        entry["schedule_config"]["total_curriculum_step"] = 4
+    json.dump(ds, open(out, "w"))
+    return str(out)
+
+
+def test_a_megatron_deepspeed_gpu_config_runs_on_a_cpu_in_float32(corpus, tmp_path, capsys):
+    """Every Megatron-DeepSpeed GPT config enables fp16: it was refused on CPU (after the index was
+    built), and --dtype=float32 was refused as a conflict. Now: float32 with one note."""
+    path = cpu_sized(os.path.join(ROOT, "tests", "fixtures", "ds_config_megatron_gpt_1.3B_cl_ltd.json"),
+                     tmp_path / "ds.json")
+    train.main([f"--config={path}", f"--data_dir={corpus}", f"--out_dir={tmp_path / 'o'}", "--n_layer=4",
+                "--n_head=2", "--n_embd=32", "--block_size=32", "--max_iters=4", "--eval_samples=8",
+                "--sample_tokens=0", "--device=cpu", f"--index_dir={tmp_path / 'idx'}"])
+    out = capsys.readouterr().out
+    assert ("note: --config's fp16.enabled asks for float16, a GPU precision: on this CPU the run trains "
+            "in float32") in out
+    assert "on cpu (float32)" in out and "fp16.loss_scale_window; fp16.hysteresis" in out
+    assert "random-LTD on layers [1, 2]" in out and "done: 4 steps" in out
+
+
+def test_a_refused_precision_builds_no_index_first(corpus, tmp_path, capsys):
+    """--dtype=float16 on a CPU was refused only after the curriculum index had been (re)built."""
+    line = main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path / 'o'}", *CL,
+                      "--dtype=float16", f"--index_dir={tmp_path / 'idx'}")
+    assert line.startswith("error: --dtype=float16 is for CUDA") and not os.path.exists(tmp_path / "idx")
