@@ -51,7 +51,7 @@ from scheduler import RandomLTDScheduler
 from support import checkpoint, launch, prepare, report
 from support.bins import scan_bins
 from support.compiling import compile_count, compile_model
-from support.index import ensure_index
+from support.index import ensure_index, load_index
 from support.launch import print0
 
 # where the LR warmup ends and the cosine decay ends, and one dense step: in effective tokens
@@ -112,7 +112,7 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
     launch.on_each_filesystem(  # an empty list of names builds nothing
         lambda: ensure_index(train_data.path, cfg.block_size, names, index_dir),
         rank, local_rank)
-    index = {n: analyzer.load_index(index_dir, n) for n in names}
+    index = load_index(index_dir, cfg.block_size, names)
     if cfg.domain_weights:  # AutoScale's mixtures: exact rows of each domain in every batch
         weights = domain_weights(cfg.domain_weights, meta.get("domains", []))
         sampler = DomainSampler(train_data, G, window_domains(train_data), weights, metrics, index,

@@ -467,7 +467,8 @@ def test_index_dir_places_the_curriculum_index_and_the_summary_says_where(corpus
     train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'out'}", "--max_iters=1",
                        f"--index_dir={tmp_path / 'idx'}", *CL[:5]])
     assert f"note: curriculum index in {tmp_path / 'idx'} (--index_dir" in capsys.readouterr().out
-    assert sorted(os.listdir(tmp_path / "idx" / "vocab_rarity")) == [
+    built = support_index.slot(str(tmp_path / "idx"), 16, "vocab_rarity")
+    assert sorted(os.listdir(os.path.join(built, "vocab_rarity"))) == [
         "index_to_metric.npy", "index_to_sample.npy", "info.json", "sample_to_metric.npy"]
 
 
