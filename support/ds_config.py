@@ -28,6 +28,7 @@ import json
 from dataclasses import fields
 
 from sampler import SEQLEN_METRICS
+from scheduler import PACING
 
 ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpeed's names -> ours
 
@@ -37,7 +38,8 @@ ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpe
 NUM = (int, float)
 POS = "positive"
 SCHEDULE = {"total_curriculum_step": POS, "difficulty_step": POS, "root_degree": POS,
-            "difficulty": list, "max_step": list, "require_steps": POS, "seq_per_step": POS}
+            "difficulty": list, "max_step": list, "require_steps": POS, "seq_per_step": POS,
+            "pacing": str}
 ENTRY = {"difficulty_type": str, "min_difficulty": NUM, "max_difficulty": NUM,
          "schedule_type": str, "schedule_config": SCHEDULE}
 LTD_SCHEDULE = {"min_value": NUM, "max_value": NUM, "schedule_type": str,
@@ -85,7 +87,8 @@ IGNORED = {
     "wall_clock_breakdown", "wandb"}
 NEEDS = {"fixed_linear": ("total_curriculum_step", "difficulty_step"),
          "fixed_discrete": ("difficulty", "max_step"),
-         "fixed_root": ("total_curriculum_step", "difficulty_step", "root_degree")}
+         "fixed_root": ("total_curriculum_step", "difficulty_step", "root_degree"),
+         "custom": ("pacing", "total_curriculum_step", "difficulty_step")}  # a PACING name
 
 
 def load(path):
@@ -335,10 +338,13 @@ def check_curriculum(name, e, block_size, known):
     need(e, ("min_difficulty", "max_difficulty", "schedule_type"), where)
     lo, hi = e["min_difficulty"], e["max_difficulty"]
     schedule, sc = e["schedule_type"], e.get("schedule_config", {})
-    if schedule not in NEEDS:  # subtle: a "custom" schedule needs a Python callable
+    if schedule not in NEEDS:
         raise ValueError(f"{where}: schedule_type {schedule!r} unknown; "
                          f"use one of {', '.join(NEEDS)}")
     need(sc, NEEDS[schedule], f"{schedule} schedule_config")
+    if schedule == "custom" and sc["pacing"] not in PACING:
+        raise ValueError(f"{where}: custom pacing {sc['pacing']!r} unknown; known: "
+                         f"{', '.join(PACING)} (add yours to scheduler.PACING)")
     if lo > hi:
         raise ValueError(f"{where}: min_difficulty {lo} > max_difficulty {hi}; swap them")
     if seqlen and not 1 <= lo <= hi <= block_size:

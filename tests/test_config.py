@@ -65,6 +65,8 @@ def test_every_option_parses_as_the_type_it_declares():
     (["--learning_rate=0"], "--learning_rate=0.0 must be positive"),
     (["--dropout=1"], "--dropout=1.0 must be below 1"),
     (["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete"], "needs --cl_discrete_difficulty"),
+    (["--cl_metric=vocab_rarity", "--cl_schedule=custom"], "--cl_schedule=custom needs --cl_pacing=NAME, "
+                                                           "one of smoothstep"),
     (["--nope=1"], "unknown option: --nope=1; see train.py --help"),
     (["--batch_size=abc"], "--batch_size: invalid int value: .abc."),
 ])
@@ -95,6 +97,22 @@ def test_fixed_discrete_from_flags():
     entry = data_efficiency(cfg, 16, KNOWN, [])[0]["vocab_rarity"]
     assert entry["schedule_type"] == "fixed_discrete"
     assert entry["schedule_config"] == {"difficulty": [10, 50, 100], "max_step": [5, 9]}
+
+
+def test_custom_pacing_by_flag_and_by_json_name_a_pacing_function(tmp_path):
+    """--cl_schedule=custom was an invalid choice and a JSON schedule_type custom was "unknown"."""
+    cfg = parse_args(["--cl_metric=vocab_rarity", "--cl_schedule=custom", "--cl_pacing=smoothstep",
+                      "--cl_total_step=50", "--cl_difficulty_step=5"])
+    entry = data_efficiency(cfg, 16, KNOWN, [])[0]["vocab_rarity"]
+    assert entry["schedule_type"] == "custom"
+    assert entry["schedule_config"] == {"pacing": "smoothstep", "total_curriculum_step": 50, "difficulty_step": 5}
+    ds = ds_example()
+    metrics = ds["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]
+    name = next(n for n in metrics if not n.startswith("seqlen"))
+    metrics[name].update(schedule_type="custom",
+                         schedule_config={"pacing": "smoothstep", "total_curriculum_step": 9, "difficulty_step": 1})
+    got = data_efficiency(parse_args([f"--config={write(tmp_path, ds)}"]), 16, KNOWN, [])[0]
+    assert got["vocab_rarity"]["schedule_config"]["pacing"] == "smoothstep"
 
 
 def test_ltd_layers_checked_once_and_the_default_left_to_the_model():

@@ -15,6 +15,7 @@ import torch
 import data
 import model
 import sampler
+import scheduler
 import train
 from support import bins, compiling, prepare
 from support import index as support_index
@@ -645,3 +646,27 @@ def test_a_refused_precision_builds_no_index_first(corpus, tmp_path, capsys):
     line = main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path / 'o'}", *CL,
                       "--dtype=float16", f"--index_dir={tmp_path / 'idx'}")
     assert line.startswith("error: --dtype=float16 is for CUDA") and not os.path.exists(tmp_path / "idx")
+
+
+def test_a_custom_pacing_trains_and_resumes_by_name(corpus, tmp_path, capsys):
+    train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--eval_interval=2",
+                       "--cl_metric=vocab_rarity", "--cl_min=20", "--cl_schedule=custom", "--cl_pacing=smoothstep",
+                       "--cl_total_step=4", "--cl_difficulty_step=10"])
+    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
+    assert ckpt["settings"]["curricula"]["vocab_rarity"]["schedule_config"]["pacing"] == "smoothstep"
+    capsys.readouterr()
+    train.main(["--resume", f"--out_dir={tmp_path}", "--max_iters=4"])
+    out = capsys.readouterr().out
+    # smoothstep 20..100 over 4 steps at DeepSpeed's t + 1 = 1..4: 32 -> 30, 60, 87 -> 80, 100
+    assert "curriculum vocab_rarity (percentile): iter 1: 30, iter 2: 60, iter 3: 80, iter 4: 100" in out
+    assert "done: 2 steps (iter 2 -> 4)" in out
+
+
+def test_a_resume_whose_custom_pacing_is_gone_is_one_line(corpus, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(scheduler.PACING, "mine", lambda t, lo, hi, total, step: hi)
+    argv = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--eval_interval=2",
+                   "--cl_metric=vocab_rarity", "--cl_schedule=custom", "--cl_pacing=mine"]
+    train.main(argv)
+    monkeypatch.delitem(scheduler.PACING, "mine")
+    line = main_error(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=3")
+    assert line.endswith("custom pacing 'mine' unknown; known: smoothstep (add yours to scheduler.PACING)")
