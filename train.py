@@ -155,10 +155,10 @@ def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
     lr_schedule = LRSchedule(step_tokens, cfg.warmup_iters * step_tokens, decay_end)
     if saved:  # as checkpointed: a longer budget does not stretch the decay
         lr_schedule = LRSchedule(step_tokens, *saved["lr_schedule"][2:])
-    elif max(lr_schedule.warmup_tokens, decay_end) > budget:  # min_lr is not reached: say so
+    elif lr_schedule.warmup_tokens >= budget or decay_end > budget:  # min_lr is not reached
         notes.append(f"the LR schedule (warmup to {lr_schedule.warmup_tokens:,}, decay to "
-                     f"{decay_end:,.0f} effective tokens) ends after this run's budget "
-                     f"({budget:,.0f}): its last steps stay above min_lr")
+                     f"{decay_end:,.0f} effective tokens) does not end before this run's "
+                     f"budget ({budget:,.0f}): its last steps stay above min_lr")
     n_eval = min(cfg.eval_samples, len(val_data))
     eval_ids = np.arange(n_eval) * (len(val_data) // n_eval)  # evenly spread, always the same
     scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")

@@ -366,10 +366,11 @@ def check_random_ltd(ltd, n_layer, block_size):
     """random_ltd settings as model.py and scheduler.RandomLTDScheduler will read them."""
     ids = ltd.get("random_ltd_layer_id") or []  # none: the model's default, 1 .. n_layer-2
     bad = [i for i in ids if not 0 <= i < n_layer]
+    least = max(bad) + 1 if bad else 3  # layer i needs i + 1 layers; the default 1..L-2 needs 3
     if bad or (n_layer < 3 and not ids):
+        more = f"use --n_layer={least} or more, or " if least > n_layer else ""
         raise ValueError(f"random-LTD needs dropping layers inside 0..{n_layer - 1} "
-                         f"(got {bad or 'none'}); "
-                         "use --n_layer=3 or more, or list them with --ltd_layers")
+                         f"(got {bad or 'none'}); {more}list them with --ltd_layers")
     need(ltd, ("random_ltd_schedule",), "random_ltd")
     s = ltd["random_ltd_schedule"]
     need(s, ("min_value", "max_value", "schedule_config"), "random_ltd_schedule")

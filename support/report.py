@@ -38,6 +38,9 @@ def print_summary(run, meta, notes):
         mix = ", ".join(f"{n} {c}" for n, c in zip(meta["domains"], run.sampler.counts))
         print0(f"domains: rows of every batch of {G}: {mix} "
                f"(--domain_weights={cfg.domain_weights})")
+    if cfg.device == "auto" and run.device == "cpu" and params >= 10:  # a GPU-sized model
+        print0(f"note: --device=auto found no GPU: this {params:.0f}M-parameter model trains on "
+               "the CPU, slowly (--device=cpu to mean it)")
     for note in notes:
         print0(f"note: {note}")
     budget = config.budget_steps(cfg, G)
@@ -84,15 +87,19 @@ def print_end(out):
     print(line + ("" if eff < dense else " (dense: every token through every layer)"))
     if cfg.sample_tokens and (meta.get("tokenizer") == "bytes" or "itos" in meta):
         text = sample(out["model"], out["val_data"], cfg.sample_tokens, cfg.seed, meta.get("itos"))
-        print("sample:\n" + text)
+        print(f"sample (the model's text follows {PROMPT_ENDS}):\n" + text)
     elif cfg.sample_tokens:
         print(f"no sample: the tokens of {os.path.dirname(out['val_data'].path)} have no decoder "
               "here (a nanoGPT meta.pkl with itos gives one)")
 
 
+PROMPT_ENDS = "[prompt ends]"  # printed between the prompt and the model's continuation
+
+
 def sample(model, val_data, n_tokens, seed, itos=None):
     """Text generated from the first line of the val split (the corpus's own text, not a fixed
-    prompt); bytes are decoded as UTF-8, other tokens through itos (a nanoGPT meta.pkl's)."""
+    prompt), PROMPT_ENDS marking where the prompt ends; bytes are decoded as UTF-8, other tokens
+    through itos (a nanoGPT meta.pkl's)."""
     decode = data.decode if itos is None else lambda ids: "".join(itos[i] for i in ids)
     head = np.asarray(val_data.data[:64]).astype(np.int64)
     newline = [k for k, t in enumerate(head) if t == data.EOT or decode([t]) == "\n"]
@@ -100,4 +107,4 @@ def sample(model, val_data, n_tokens, seed, itos=None):
     start = torch.from_numpy(prompt)[None].to(next(model.parameters()).device)
     gen = torch.Generator(device=start.device).manual_seed(seed)
     ids = model.eval().generate(start, n_tokens, temperature=0.8, top_k=50, generator=gen)
-    return decode(ids[0].tolist())
+    return decode(prompt.tolist()) + PROMPT_ENDS + decode(ids[0, len(prompt):].tolist())

@@ -121,6 +121,10 @@ def test_ltd_layers_checked_once_and_the_default_left_to_the_model():
     assert data_efficiency(cfg, 16, KNOWN, [])[1]["random_ltd_layer_id"] == [2, 4]  # sorted, once
     with pytest.raises(ValueError, match="--n_layer=3 or more"):
         data_efficiency(parse_args(["--random_ltd", "--n_layer=2"]), 16, KNOWN, [])
+    with pytest.raises(ValueError, match=r"\(got \[5\]\); use --n_layer=6 or more, or list them with --ltd_layers"):
+        data_efficiency(parse_args(["--random_ltd", "--ltd_layers=5"]), 16, KNOWN, [])  # 4 layers: was "3 or more"
+    with pytest.raises(ValueError, match=r"\(got \[-1\]\); list them with --ltd_layers$"):
+        data_efficiency(parse_args(["--random_ltd", "--ltd_layers=-1"]), 16, KNOWN, [])
     with pytest.raises(ValueError, match=r"inside 0..3 \(got \[7\]\)"):
         data_efficiency(parse_args(["--random_ltd", "--ltd_layers=1,7"]), 16, KNOWN, [])
 

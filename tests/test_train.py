@@ -26,6 +26,7 @@ TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_e
         "--device=cpu"]  # subtle: numbers compared bit for bit; test_launch.py and the smoke run take --device=auto
 CL = ["--cl_metric=vocab_rarity", "--cl_min=20", "--cl_max=100", "--cl_total_step=6", "--cl_difficulty_step=10",
       "--seqlen=truncate", "--seqlen_min=8", "--seqlen_step=4", "--seqlen_total_step=6"]
+SAMPLE = "sample (the model's text follows [prompt ends]):\n"
 LTD = ["--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4", "--ltd_require_steps=6"]
 
 
@@ -67,9 +68,10 @@ def test_cli_smoke_run(corpus, tmp_path):
     assert re.search(r"iter 4: loss \d\.\d{4}, lr \S+, \d+\.\dms\n", r.stdout) and "1 torch threads" in r.stdout
     assert "tok/s" in r.stdout and "fewer" not in r.stdout  # a dense run: no savings to report
     assert "tokens: 256 raw, 256 effective (dense: every token through every layer)" in r.stdout
-    assert "done: 4 steps" in r.stdout and "sample:" in r.stdout
+    assert "done: 4 steps" in r.stdout and SAMPLE in r.stdout
     first_line = data.decode(np.fromfile(os.path.join(corpus, "val.bin"), dtype=np.uint16)[:64]).split("\n")[0]
-    assert r.stdout.split("sample:\n")[1].startswith(first_line)  # starts from the corpus's own text, not "def "
+    assert r.stdout.split(SAMPLE)[1].startswith(first_line)  # starts from the corpus's own text, not "def "
+    assert r.stdout.split(SAMPLE)[1].startswith(first_line + "\n[prompt ends]")  # marked (it was not)
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
     assert ckpt["state"]["iter_num"] == 4 and ckpt["state"]["raw_tokens"] == 4 * 4 * 16 and "sampler" in ckpt
     assert sorted(os.listdir(tmp_path)) == ["ckpt.pt"]
@@ -217,10 +219,14 @@ def test_a_warmup_longer_than_the_budget_is_said(corpus, tmp_path, capsys):
     """3 steps of 64 tokens, warmup 9 steps: the LR never decays, and a note says so (it did not)."""
     train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=3",
                        "--warmup_iters=9"])
-    assert ("note: the LR schedule (warmup to 576, decay to 192 effective tokens) ends after this "
+    assert ("note: the LR schedule (warmup to 576, decay to 192 effective tokens) does not end before this "
             "run's budget (192): its last steps stay above min_lr") in capsys.readouterr().out
     train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'b'}", "--max_iters=3"])
-    assert "ends after this run's budget" not in capsys.readouterr().out
+    assert "does not end before this run's budget" not in capsys.readouterr().out
+    train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'c'}", "--max_iters=3",
+                       "--warmup_iters=3"])  # a warmup equal to the budget: no decay either (no note before)
+    assert ("note: the LR schedule (warmup to 192, decay to 192 effective tokens) does not end before this "
+            "run's budget (192): its last steps stay above min_lr") in capsys.readouterr().out
 
 
 def test_lr_under_max_tokens_without_lr_decay_iters(corpus, tmp_path):
@@ -516,8 +522,9 @@ def test_a_nanogpt_char_dataset_trains_and_samples_with_its_itos(tmp_path, capsy
     assert f"vocab {V};" in out
     val = np.fromfile(tmp_path / "nano" / "val.bin", dtype=np.uint16)
     first_line = "".join(itos[i] for i in val[:64]).split("\n")[0]
-    sample = out.split("sample:\n")[1]
-    assert sample.startswith(first_line) and len(sample.rstrip("\n")) >= len(first_line) + 20 - 1
+    sample = out.split(SAMPLE)[1]
+    assert sample.startswith(first_line + "\n[prompt ends]")
+    assert len(sample.rstrip("\n")) >= len(first_line + "\n[prompt ends]") + 20 - 1
     os.remove(tmp_path / "nano" / "meta.pkl")  # GPT-2 BPE ids: no decoder here, and one line says so
     train.main([*TINY[:7], f"--data_dir={tmp_path / 'nano'}", "--vocab_size=64", f"--out_dir={tmp_path / 'b'}",
                 "--max_iters=1", "--sample_tokens=20"])
@@ -670,3 +677,16 @@ def test_a_resume_whose_custom_pacing_is_gone_is_one_line(corpus, tmp_path, caps
     monkeypatch.delitem(scheduler.PACING, "mine")
     line = main_error(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=3")
     assert line.endswith("custom pacing 'mine' unknown; known: smoothstep (add yours to scheduler.PACING)")
+
+
+def test_device_auto_without_a_gpu_says_so_for_a_gpu_sized_model(corpus, tmp_path, capsys, monkeypatch):
+    """The README's GPU command on a machine without one fell back to the CPU without a word."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    argv = TINY + [f"--data_dir={corpus}", "--max_iters=1", "--eval_samples=1", "--save_checkpoint=false"]
+    train.main(argv + [f"--out_dir={tmp_path / 'a'}", "--device=auto", "--n_embd=512"])  # 12.6M parameters
+    out = capsys.readouterr().out
+    assert ("note: --device=auto found no GPU: this 13M-parameter model trains on the CPU, slowly "
+            "(--device=cpu to mean it)") in out and "parameters on cpu (float32)" in out
+    train.main(argv + [f"--out_dir={tmp_path / 'b'}", "--device=cpu", "--n_embd=512"])
+    train.main(argv + [f"--out_dir={tmp_path / 'c'}", "--device=auto"])  # the small default model
+    assert "found no GPU" not in capsys.readouterr().out
