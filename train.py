@@ -97,7 +97,7 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
         layers = list(saved["model"]["ltd_layers"] or [])  # []: the model's default
         ltd = saved["random_ltd"] and {"random_ltd_schedule": saved["random_ltd"],
                                        "random_ltd_layer_id": layers}
-        for name, entry in metrics.items():  # a custom pacing comes back by name: is it still there?
+        for name, entry in metrics.items():  # a custom pacing comes back by name: still there?
             config.ds_config.check_curriculum(name, entry, cfg.block_size, analyzer.METRICS)
     else:
         accum = G // (cfg.batch_size * world_size)
