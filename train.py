@@ -216,6 +216,19 @@ def budget_reached(cfg, state):
                 or (cfg.max_tokens and eff >= cfg.max_tokens))
 
 
+def budget_iters(cfg, sampler, ltd_sched, n_ltd):
+    """Optimizer steps until the budget ends: max_iters, or the first step whose effective tokens
+    reach max_tokens (the schedules are functions of the step: exact)."""
+    if not cfg.max_tokens:
+        return cfg.max_iters
+    t, total = 0, 0
+    while total / cfg.n_layer < cfg.max_tokens and not (cfg.max_iters and t >= cfg.max_iters):
+        s = sampler.seqlen(t)
+        total += layer_tokens(sampler.rows(t), s, kept_length(ltd_sched, t, s), cfg.n_layer, n_ltd)
+        t += 1
+    return t
+
+
 # -----------------------------------------------------------------------------
 # evaluation and the training step
 
@@ -362,7 +375,8 @@ def train(cfg, given=None):
                                 f"{state['layer_tokens'] / cfg.n_layer:,.0f} effective tokens")
                 notes += more
             start = dict(state)
-            report.print_summary(run, meta, notes)
+            steps = budget_iters(cfg, run.sampler, run.ltd, len(run.raw_model.ltd_layers))
+            report.print_summary(run, meta, notes, steps)
             out = train_loop(run, state, signals, ckpt_path)
     if cfg.compile:
         print0(f"torch.compile: {compile_count()} compilations")

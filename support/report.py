@@ -3,6 +3,7 @@ What train.py prints besides its log lines: the start-up summary, the end-of-run
 
     data ...: 218,976 train / 24,935 val windows of 128+1 tokens, vocab 257; model 0.82M ...
     batch: 16 rows/step = 16 x 1 accum x 1 ranks; lr: warmup to 0.002 over 102,400 ...
+    budget: 1,500 steps, 0.11 passes over the train split's 218,976 windows
     curriculum vocab_rarity (percentile): iter 1: 5, iter 375: 50, ...     (what is on, only)
     done: 1500 steps in 208s, val loss 1.5089 (unigram entropy of the data 3.2648); 14,771 tok/s
     tokens: 2,497,024 raw (18.7% fewer than dense: seqlen curriculum), 2,397,248 effective (...)
@@ -21,8 +22,9 @@ import data
 from support.launch import print0
 
 
-def print_summary(run, meta, notes):
-    """The start-up summary: data, model, batch, LR, the domain mix, notes, the schedules."""
+def print_summary(run, meta, notes, steps):
+    """The start-up summary: data, model, batch, LR, the budget's steps and passes over the train
+    split, the domain mix, notes, the schedules."""
     cfg, G, train_data = run.cfg, run.sampler.G, run.sampler.windows
     lr = run.lr_schedule
     accum = G // (cfg.batch_size * run.world_size)
@@ -34,6 +36,10 @@ def print_summary(run, meta, notes):
     print0(f"batch: {G} rows/step = {cfg.batch_size} x {accum} accum x {run.world_size} ranks; "
            f"lr: warmup to {cfg.learning_rate:g} over {lr.warmup_tokens:,} effective tokens "
            f"({lr.step_tokens:,} a dense step), cosine to {cfg.min_lr:g} at {lr.decay_tokens:,.0f}")
+    passes = steps * G / len(train_data)  # each step draws G windows of the train split
+    repeats = "; note: data repeats (add text, or shorten the run)" if passes > 1 else ""
+    print0(f"budget: {steps:,} steps, {passes:.2f} passes over the train split's "
+           f"{len(train_data):,} windows{repeats}")
     if cfg.domain_weights:  # the mix in effect: whole rows per domain in every global batch
         mix = ", ".join(f"{n} {c}" for n, c in zip(meta["domains"], run.sampler.counts))
         print0(f"domains: rows of every batch of {G}: {mix} "

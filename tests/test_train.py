@@ -690,3 +690,16 @@ def test_device_auto_without_a_gpu_says_so_for_a_gpu_sized_model(corpus, tmp_pat
     train.main(argv + [f"--out_dir={tmp_path / 'b'}", "--device=cpu", "--n_embd=512"])
     train.main(argv + [f"--out_dir={tmp_path / 'c'}", "--device=auto"])  # the small default model
     assert "found no GPU" not in capsys.readouterr().out
+
+
+def test_the_summary_says_how_many_passes_over_the_train_split_the_run_makes(corpus, tmp_path, capsys):
+    """The default 1500 steps made 2.7 passes over a small train split without a word."""
+    n = len(data.SampleWindows(os.path.join(corpus, "train.bin"), 16))
+    argv = TINY + [f"--data_dir={corpus}", "--eval_samples=1", "--save_checkpoint=false"]
+    train.main(argv + [f"--out_dir={tmp_path / 'a'}", "--max_iters=2"])
+    assert f"budget: 2 steps, {8 / n:.2f} passes over the train split's {n:,} windows\n" in capsys.readouterr().out
+    steps = -(-n // 512) + 1  # one step more than a pass at 512 windows a step
+    train.main(argv + [f"--out_dir={tmp_path / 'b'}", "--max_iters=0", f"--max_tokens={steps * 512 * 16}",
+                       "--batch_size=512"])
+    assert (f"budget: {steps} steps, {steps * 512 / n:.2f} passes over the train split's {n:,} windows; "
+            "note: data repeats (add text, or shorten the run)\n") in capsys.readouterr().out
