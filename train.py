@@ -107,6 +107,8 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
     train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
     if "fingerprint" not in meta:  # a meta.json older than fingerprints
         meta["fingerprint"] = scan_bins(data_dir)["fingerprint"]
+    if saved:  # subtle: another corpus is refused before an index is built for it
+        checkpoint.check_corpus(saved, meta["fingerprint"], os.path.join(cfg.out_dir, "ckpt.pt"))
     names = [n for n in metrics if n not in SEQLEN_METRICS]  # admission metrics: an index each
     index_dir = cfg.index_dir or os.path.join(data_dir, "index")
     if names:

@@ -381,7 +381,7 @@ def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, ca
     os.makedirs(other)
     (other / "a.txt").write_text("another corpus with other words in it, " * 400)
     prepare.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
-    line = main_error(capsys, *argv, "--resume", f"--data_dir={other / 'prep'}")
+    line = main_error(capsys, *argv, "--resume", "--max_iters=3", f"--data_dir={other / 'prep'}")
     assert "holds another corpus than the one the checkpoint trained on" in line
     line = main_error(capsys, *argv[:-1], "--ltd_require_steps=9", "--resume", "--learning_rate=1e-3")
     assert ("would change --learning_rate 0.003 -> 0.001, --ltd_require_steps 6 -> 9; drop those flags "
@@ -703,3 +703,16 @@ def test_the_summary_says_how_many_passes_over_the_train_split_the_run_makes(cor
                        "--batch_size=512"])
     assert (f"budget: {steps} steps, {steps * 512 / n:.2f} passes over the train split's {n:,} windows; "
             "note: data repeats (add text, or shorten the run)\n") in capsys.readouterr().out
+
+
+def test_a_resume_on_another_corpus_is_refused_before_its_index_is_built(corpus, tmp_path, capsys):
+    argv = TINY + [f"--out_dir={tmp_path / 'o'}", "--max_iters=2", "--eval_interval=2", *CL[:5]]
+    train.main(argv + [f"--data_dir={corpus}"])
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.txt").write_text("another corpus with other words in it, " * 400)
+    prepare.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
+    line = main_error(capsys, *argv, "--resume", "--max_iters=3", f"--data_dir={other / 'prep'}",
+                      f"--index_dir={tmp_path / 'idx'}")
+    assert "holds another corpus than the one the checkpoint trained on" in line
+    assert not os.path.exists(tmp_path / "idx")  # it was built first, then refused
