@@ -91,7 +91,7 @@ def split_documents(kept, n_domains, val_fraction, seed):
     first line end past the share: its head to val, the rest to train. Splits ordered by domain
     -> (train, val, cuts [(doc, bytes to val, bytes to train)]).
     Bytes [5, 3, 2] after the shuffle, val_fraction 0.3 -> val [5], train [3, 2];
-    [1000] -> val [100], train [900]; [600, 400] bytes of lines, 0.1 -> val [~100], train [~500, 400].
+    [1000] -> val [100], train [900]; lines, [600, 400] bytes, 0.1 -> val [~100], train [~500, 400].
     """
     train, val, cuts = [], [], []
     for d in range(n_domains):

@@ -7,7 +7,7 @@ Prepare a corpus: documents (corpus.py finds them, in domains) -> train.bin, val
     python data.py --domain code='src/**/*.py' --domain docs=docs --out_dir=data/mine
 
 Documents are split whole between train and val (corpus.split_documents; with few documents one
-may be cut at a line end, said in a note); each split is its domains in order, EOT between documents:
+may be cut at a line end, with a note); each split is its domains in order, EOT between documents:
 
     train = [domain 0 docs, shuffled] EOT [domain 1 docs, shuffled] EOT ...   (val alike)
 
