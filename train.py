@@ -77,6 +77,7 @@ class Run:
     val_data: data.SampleWindows
     eval_ids: np.ndarray  # the val windows of every evaluation, for any batch or world size
     lr_schedule: LRSchedule
+    budget_steps: int  # optimizer steps until the budget ends
     corpus: str  # the corpus's content hash, read once: a resume checks it
 
 
@@ -152,7 +153,7 @@ def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
         model = DDP(model, device_ids=[int(device.split(":")[1])] if device != "cpu" else None)
     ltd_sched = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
     step_tokens = sampler.G * cfg.block_size  # a dense step
-    budget = budget_tokens(cfg, sampler, ltd_sched, len(raw_model.ltd_layers))
+    budget_steps, budget = run_budget(cfg, sampler, ltd_sched, len(raw_model.ltd_layers))
     decay_end = cfg.lr_decay_iters * step_tokens or budget
     lr_schedule = LRSchedule(step_tokens, cfg.warmup_iters * step_tokens, decay_end)
     if saved:  # as checkpointed: a longer budget does not stretch the decay
@@ -170,7 +171,7 @@ def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
     run = Run(cfg=cfg, rank=rank, world_size=world_size, device=device, dtype=dtype, ctx=ctx,
               model=model, raw_model=raw_model, optimizer=optimizer, scaler=scaler, sampler=sampler,
               ltd=ltd_sched, ltd_gen=ltd_gen, val_data=val_data, eval_ids=eval_ids,
-              lr_schedule=lr_schedule, corpus=meta["fingerprint"])
+              lr_schedule=lr_schedule, budget_steps=budget_steps, corpus=meta["fingerprint"])
     return run, meta
 
 
@@ -196,19 +197,16 @@ def kept_length(ltd_sched, step, s):
     return min(ltd_sched.get_value(step), s) if ltd_sched else None
 
 
-def budget_tokens(cfg, sampler, ltd_sched, n_ltd):
-    """Effective tokens where the run's budget ends, and with it the cosine decay (unless
-    --lr_decay_iters). A step budget ends at the effective tokens the schedules will have spent by
-    then (they are functions of the step, so this is exact); a token budget at --max_tokens."""
-    ends = [cfg.max_tokens] if cfg.max_tokens else []
-    if cfg.max_iters:
-        total = 0
-        for t in range(cfg.max_iters):
-            s = sampler.seqlen(t)
-            r = kept_length(ltd_sched, t, s)
-            total += layer_tokens(sampler.rows(t), s, r, cfg.n_layer, n_ltd)
-        ends.append(total / cfg.n_layer)
-    return min(ends)
+def run_budget(cfg, sampler, ltd_sched, n_ltd):
+    """-> (optimizer steps, effective tokens) where the run's budget ends, --max_iters or
+    --max_tokens, whichever comes first; so does the cosine decay (unless --lr_decay_iters). The
+    schedules are functions of the step, so this is exact."""
+    t, total = 0, 0  # total: layer tokens
+    while not budget_reached(cfg, {"iter_num": t, "layer_tokens": total}):
+        s = sampler.seqlen(t)
+        total += layer_tokens(sampler.rows(t), s, kept_length(ltd_sched, t, s), cfg.n_layer, n_ltd)
+        t += 1
+    return t, min(total / cfg.n_layer, cfg.max_tokens or math.inf)
 
 
 def budget_reached(cfg, state):
@@ -216,19 +214,6 @@ def budget_reached(cfg, state):
     eff = state["layer_tokens"] / cfg.n_layer
     return bool((cfg.max_iters and state["iter_num"] >= cfg.max_iters)
                 or (cfg.max_tokens and eff >= cfg.max_tokens))
-
-
-def budget_iters(cfg, sampler, ltd_sched, n_ltd):
-    """Optimizer steps until the budget ends: max_iters, or the first step whose effective tokens
-    reach max_tokens (the schedules are functions of the step: exact)."""
-    if not cfg.max_tokens:
-        return cfg.max_iters
-    t, total = 0, 0
-    while total / cfg.n_layer < cfg.max_tokens and not (cfg.max_iters and t >= cfg.max_iters):
-        s = sampler.seqlen(t)
-        total += layer_tokens(sampler.rows(t), s, kept_length(ltd_sched, t, s), cfg.n_layer, n_ltd)
-        t += 1
-    return t
 
 
 # -----------------------------------------------------------------------------
@@ -377,8 +362,7 @@ def train(cfg, given=None):
                                 f"{state['layer_tokens'] / cfg.n_layer:,.0f} effective tokens")
                 notes += more
             start = dict(state)
-            steps = budget_iters(cfg, run.sampler, run.ltd, len(run.raw_model.ltd_layers))
-            report.print_summary(run, meta, notes, steps)
+            report.print_summary(run, meta, notes)
             out = train_loop(run, state, signals, ckpt_path)
     if cfg.compile:
         print0(f"torch.compile: {compile_count()} compilations")

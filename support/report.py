@@ -22,7 +22,7 @@ import data
 from support.launch import print0
 
 
-def print_summary(run, meta, notes, steps):
+def print_summary(run, meta, notes):
     """The start-up summary: data, model, batch, LR, the budget's steps and passes over the train
     split, the domain mix, notes, the schedules."""
     cfg, G, train_data = run.cfg, run.sampler.G, run.sampler.windows
@@ -36,6 +36,7 @@ def print_summary(run, meta, notes, steps):
     print0(f"batch: {G} rows/step = {cfg.batch_size} x {accum} accum x {run.world_size} ranks; "
            f"lr: warmup to {cfg.learning_rate:g} over {lr.warmup_tokens:,} effective tokens "
            f"({lr.step_tokens:,} a dense step), cosine to {cfg.min_lr:g} at {lr.decay_tokens:,.0f}")
+    steps = run.budget_steps
     passes = steps * G / len(train_data)  # each step draws G windows of the train split
     repeats = "; note: data repeats (add text, or shorten the run)" if passes > 1 else ""
     print0(f"budget: {steps:,} steps, {passes:.2f} passes over the train split's "
