@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, fields, replace
 
 from sampler import SEQLEN_METRICS
+from scheduler import PACING
 from support import ds_config
 from support.cli import given, opt, parse
 
@@ -74,8 +75,9 @@ class TrainConfig:
                                   "(metric <= d)", choices=("percentile", "value"))
     cl_min: float = opt(1.0, "min_difficulty (a percentile, or a metric value)")
     cl_max: float = opt(100.0, "max_difficulty")
-    cl_schedule: str = opt("fixed_root", "schedule_type",
-                           choices=("fixed_linear", "fixed_root", "fixed_discrete"))
+    cl_schedule: str = opt("fixed_root", "schedule_type (custom: the function --cl_pacing names)",
+                           choices=("fixed_linear", "fixed_root", "fixed_discrete", "custom"))
+    cl_pacing: str = opt("", f"custom pacing, a scheduler.PACING name: {', '.join(PACING)}")
     cl_total_step: int = opt(0, "total_curriculum_step; 0 = 40% of the budget in dense steps", 0)
     cl_difficulty_step: int = opt(1, "difficulty_step", 1)
     cl_root_degree: int = opt(2, "root_degree of fixed_root", 1)
@@ -148,7 +150,22 @@ def check(cfg):
     if cfg.cl_schedule == "fixed_discrete" and cfg.cl_metric and not cfg.cl_discrete_difficulty:
         raise ValueError("--cl_schedule=fixed_discrete needs --cl_discrete_difficulty=d1,d2,... "
                          "and --cl_discrete_max_step=s1,...")
+    if cfg.cl_schedule == "custom" and cfg.cl_metric and cfg.cl_pacing not in PACING:
+        raise ValueError(f"--cl_schedule=custom needs --cl_pacing=NAME, one of {', '.join(PACING)} "
+                         f"(got {cfg.cl_pacing!r}); add yours to scheduler.PACING")
     int_list("ltd_layers", cfg.ltd_layers)
+
+
+def precision_key(cfg):
+    """The DeepSpeed key that set cfg.dtype ("fp16.enabled"), or "" where --dtype (or its default)
+    did: a GPU recipe's precision falls back to float32 on a CPU (launch.resolve_dtype)."""
+    if not cfg.config:
+        return ""
+    try:
+        value, key = ds_config.training(ds_config.load(cfg.config)).get("dtype", (None, ""))
+    except ValueError:  # no --config, or its file is gone since (a --resume)
+        return ""
+    return key if value == cfg.dtype else ""
 
 
 def budget_steps(cfg, global_batch_size):
@@ -172,7 +189,7 @@ def data_efficiency(cfg, global_batch_size, known_metrics, notes, accum=None):
                          "use one of them")
     if cfg.config:
         ds = ds_config.load(cfg.config)
-        notes += ds_config.training_notes(ds)
+        notes += ds_config.training_notes(ds, cfg.dtype)
         metrics, ltd = ds_config.from_deepspeed(ds, cfg, notes, accum)
     if sum(name in SEQLEN_METRICS for name in metrics) > 1:
         raise ValueError("both seqlen_truncate and seqlen_reshape are set; "
@@ -193,6 +210,9 @@ def from_flags(cfg, global_batch_size):
     if cfg.cl_metric:
         sc = {"total_curriculum_step": cfg.cl_total_step or max(1, int(0.4 * steps)),
               "difficulty_step": cfg.cl_difficulty_step, "root_degree": cfg.cl_root_degree}
+        if cfg.cl_schedule == "custom":  # checkpointed by name
+            sc = {"pacing": cfg.cl_pacing, "total_curriculum_step": sc["total_curriculum_step"],
+                  "difficulty_step": cfg.cl_difficulty_step}
         if cfg.cl_schedule == "fixed_discrete":
             sc = {"difficulty": int_list("cl_discrete_difficulty", cfg.cl_discrete_difficulty),
                   "max_step": int_list("cl_discrete_max_step", cfg.cl_discrete_max_step)}

@@ -12,7 +12,8 @@ configured by the same dicts, so a DeepSpeed user can paste a `curriculum_metric
                     d = max(d, ceil(min / difficulty_step) * difficulty_step)
                     d = min(d, max)
     fixed_discrete: d = difficulty[i] for the first i with t <= max_step[i], else difficulty[-1]
-    custom:         d = fn(t)
+    custom:         d = fn(t), fn a function of PACING named by schedule_config["pacing"]
+                    (--cl_schedule=custom --cl_pacing=NAME), or any callable passed in
     all:            once d reaches max it stays
                     (DeepSpeed's update_difficulty, what its sampler asks)
     random-LTD:     r = floor(min + (max - min) * (t / require_steps) ** (1 / k))
@@ -41,11 +42,32 @@ def root_schedule(t, lo, hi, total, step, degree):
     return min(d, hi)
 
 
+def smoothstep_schedule(t, lo, hi, total, step):
+    """Slow, then fast, then slow again (a cubic); rounded and clamped as fixed_root.
+
+    lo=1, hi=101, total=100, step=1: t=25 -> x=0.25 -> floor(1 + 100 * 0.15625) = 16; t=50 -> 51
+    """
+    x = min(t / total, 1.0)
+    # floor(min + (max-min) * (3x^2 - 2x^3)), x = t/T up to 1
+    d = math.floor(lo + (hi - lo) * (3 * x**2 - 2 * x**3))
+    d -= d % step
+    d = max(d, math.ceil(lo / step) * step)
+    return min(d, hi)
+
+
+# custom pacing functions by name (schedule_type "custom", schedule_config "pacing"), each
+# fn(t, min_difficulty, max_difficulty, total_curriculum_step, difficulty_step) -> d; add yours.
+# subtle: hold-at-max applies to them too: a falling or cyclic fn stays at max_difficulty from the
+# first step it reaches it; a cycle meant to repeat must peak below max_difficulty.
+PACING = {"smoothstep": smoothstep_schedule}
+
+
 class CurriculumScheduler:
     """Difficulty at step t from one DeepSpeed `curriculum_metrics` entry.
 
     Other keys of the entry (difficulty_type, index paths) are the sampler's business. For
-    schedule_type "custom", pass fn=callable(step) (or put it in the entry as "get_difficulty").
+    schedule_type "custom", name a PACING function in schedule_config["pacing"] (checkpointed by
+    name), or pass fn=callable(step) (or put it in the entry as "get_difficulty").
     """
 
     def __init__(self, config, fn=None):
@@ -55,8 +77,9 @@ class CurriculumScheduler:
         # steps searched for the max (a cache: see below)
         self._searched = 0
         self._held = None
-        assert config["schedule_type"] != "custom" or callable(self.fn), (
-            "a custom schedule needs fn=callable(step)"
+        named = self.schedule_config.get("pacing") in PACING
+        assert config["schedule_type"] != "custom" or callable(self.fn) or named, (
+            "a custom schedule needs a PACING name or fn=callable(step)"
         )
 
     def get_difficulty(self, step):
@@ -80,8 +103,13 @@ class CurriculumScheduler:
     def _schedule(self, step):
         """The pacing function itself (DeepSpeed's get_difficulty)."""
         kind = self.config["schedule_type"]
-        if kind == "custom":
+        if kind == "custom" and self.fn:
             return self.fn(step)
+        if kind == "custom":  # a named function of PACING
+            sc = self.schedule_config
+            return PACING[sc["pacing"]](step, self.config["min_difficulty"],
+                                        self.config["max_difficulty"],
+                                        sc["total_curriculum_step"], sc["difficulty_step"])
         if kind == "fixed_discrete":
             stages = self.schedule_config
             for d, last in zip(stages["difficulty"], stages["max_step"]):  # the first not yet over

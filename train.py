@@ -51,7 +51,7 @@ from scheduler import RandomLTDScheduler
 from support import checkpoint, launch, prepare, report
 from support.bins import scan_bins
 from support.compiling import compile_count, compile_model
-from support.index import ensure_index
+from support.index import ensure_index, load_index
 from support.launch import print0
 
 # where the LR warmup ends and the cosine decay ends, and one dense step: in effective tokens
@@ -77,6 +77,7 @@ class Run:
     val_data: data.SampleWindows
     eval_ids: np.ndarray  # the val windows of every evaluation, for any batch or world size
     lr_schedule: LRSchedule
+    budget_steps: int  # optimizer steps until the budget ends
     corpus: str  # the corpus's content hash, read once: a resume checks it
 
 
@@ -97,6 +98,8 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
         layers = list(saved["model"]["ltd_layers"] or [])  # []: the model's default
         ltd = saved["random_ltd"] and {"random_ltd_schedule": saved["random_ltd"],
                                        "random_ltd_layer_id": layers}
+        for name, entry in metrics.items():  # a custom pacing comes back by name: still there?
+            config.ds_config.check_curriculum(name, entry, cfg.block_size, analyzer.METRICS)
     else:
         accum = G // (cfg.batch_size * world_size)
         metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes, accum)
@@ -105,6 +108,8 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
     train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
     if "fingerprint" not in meta:  # a meta.json older than fingerprints
         meta["fingerprint"] = scan_bins(data_dir)["fingerprint"]
+    if saved:  # subtle: another corpus is refused before an index is built for it
+        checkpoint.check_corpus(saved, meta["fingerprint"], os.path.join(cfg.out_dir, "ckpt.pt"))
     names = [n for n in metrics if n not in SEQLEN_METRICS]  # admission metrics: an index each
     index_dir = cfg.index_dir or os.path.join(data_dir, "index")
     if names:
@@ -112,7 +117,7 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
     launch.on_each_filesystem(  # an empty list of names builds nothing
         lambda: ensure_index(train_data.path, cfg.block_size, names, index_dir),
         rank, local_rank)
-    index = {n: analyzer.load_index(index_dir, n) for n in names}
+    index = load_index(index_dir, cfg.block_size, names)
     if cfg.domain_weights:  # AutoScale's mixtures: exact rows of each domain in every batch
         weights = domain_weights(cfg.domain_weights, meta.get("domains", []))
         sampler = DomainSampler(train_data, G, window_domains(train_data), weights, metrics, index,
@@ -128,6 +133,8 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
 
 def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
     """-> (Run, the corpus's meta). saved: a checkpoint's settings, for a resumed run."""
+    dtype, note = launch.resolve_dtype(cfg.dtype, device, config.precision_key(cfg))
+    notes += [note] if note else []  # subtle: refused or said before the corpus and index are built
     sampler, val_data, ltd, meta = setup_data(cfg, rank, local_rank, world_size, notes, saved)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     ltd_layers = tuple(ltd["random_ltd_layer_id"]) if ltd and ltd["random_ltd_layer_id"] else None
@@ -135,7 +142,6 @@ def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
                       n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias,
                       ltd_layers=ltd_layers)
     raw_model = GPT(gconf).to(device)
-    dtype = launch.resolve_dtype(cfg.dtype, device)
     device_type = device.split(":")[0]
     torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks differ across ranks, as nanoGPT's offset
     ltd_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # and kept tokens
@@ -147,15 +153,15 @@ def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
         model = DDP(model, device_ids=[int(device.split(":")[1])] if device != "cpu" else None)
     ltd_sched = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
     step_tokens = sampler.G * cfg.block_size  # a dense step
-    budget = budget_tokens(cfg, sampler, ltd_sched, len(raw_model.ltd_layers))
+    budget_steps, budget = run_budget(cfg, sampler, ltd_sched, len(raw_model.ltd_layers))
     decay_end = cfg.lr_decay_iters * step_tokens or budget
     lr_schedule = LRSchedule(step_tokens, cfg.warmup_iters * step_tokens, decay_end)
     if saved:  # as checkpointed: a longer budget does not stretch the decay
         lr_schedule = LRSchedule(step_tokens, *saved["lr_schedule"][2:])
-    elif max(lr_schedule.warmup_tokens, decay_end) > budget:  # min_lr is not reached: say so
+    elif lr_schedule.warmup_tokens >= budget or decay_end > budget:  # min_lr is not reached
         notes.append(f"the LR schedule (warmup to {lr_schedule.warmup_tokens:,}, decay to "
-                     f"{decay_end:,.0f} effective tokens) ends after this run's budget "
-                     f"({budget:,.0f}): its last steps stay above min_lr")
+                     f"{decay_end:,.0f} effective tokens) does not end before this run's "
+                     f"budget ({budget:,.0f}): its last steps stay above min_lr")
     n_eval = min(cfg.eval_samples, len(val_data))
     eval_ids = np.arange(n_eval) * (len(val_data) // n_eval)  # evenly spread, always the same
     scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
@@ -165,7 +171,7 @@ def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
     run = Run(cfg=cfg, rank=rank, world_size=world_size, device=device, dtype=dtype, ctx=ctx,
               model=model, raw_model=raw_model, optimizer=optimizer, scaler=scaler, sampler=sampler,
               ltd=ltd_sched, ltd_gen=ltd_gen, val_data=val_data, eval_ids=eval_ids,
-              lr_schedule=lr_schedule, corpus=meta["fingerprint"])
+              lr_schedule=lr_schedule, budget_steps=budget_steps, corpus=meta["fingerprint"])
     return run, meta
 
 
@@ -191,19 +197,23 @@ def kept_length(ltd_sched, step, s):
     return min(ltd_sched.get_value(step), s) if ltd_sched else None
 
 
-def budget_tokens(cfg, sampler, ltd_sched, n_ltd):
-    """Effective tokens where the run's budget ends, and with it the cosine decay (unless
-    --lr_decay_iters). A step budget ends at the effective tokens the schedules will have spent by
-    then (they are functions of the step, so this is exact); a token budget at --max_tokens."""
-    ends = [cfg.max_tokens] if cfg.max_tokens else []
-    if cfg.max_iters:
-        total = 0
-        for t in range(cfg.max_iters):
-            s = sampler.seqlen(t)
-            r = kept_length(ltd_sched, t, s)
-            total += layer_tokens(sampler.rows(t), s, r, cfg.n_layer, n_ltd)
-        ends.append(total / cfg.n_layer)
-    return min(ends)
+def run_budget(cfg, sampler, ltd_sched, n_ltd):
+    """-> (optimizer steps, effective tokens) where the run's budget ends, --max_iters or
+    --max_tokens, whichever comes first; so does the cosine decay (unless --lr_decay_iters). The
+    schedules are functions of the step, so this is exact."""
+    t, total = 0, 0  # total: layer tokens
+    while not budget_reached(cfg, {"iter_num": t, "layer_tokens": total}):
+        s = sampler.seqlen(t)
+        total += layer_tokens(sampler.rows(t), s, kept_length(ltd_sched, t, s), cfg.n_layer, n_ltd)
+        t += 1
+    return t, min(total / cfg.n_layer, cfg.max_tokens or math.inf)
+
+
+def budget_reached(cfg, state):
+    """Whether the run has spent its budget: max_iters steps or max_tokens effective tokens."""
+    eff = state["layer_tokens"] / cfg.n_layer
+    return bool((cfg.max_iters and state["iter_num"] >= cfg.max_iters)
+                or (cfg.max_tokens and eff >= cfg.max_tokens))
 
 
 # -----------------------------------------------------------------------------
@@ -282,7 +292,7 @@ def train_loop(run, state, signals, ckpt_path):
     pending, start_iter, t0 = [], state["iter_num"], time.time()
     while True:
         n, eff = state["iter_num"], state["layer_tokens"] / L  # eff: effective tokens so far
-        done = (cfg.max_iters and n >= cfg.max_iters) or (cfg.max_tokens and eff >= cfg.max_tokens)
+        done = budget_reached(cfg, state)
         if (n % cfg.eval_interval == 0 and n > start_iter) or done:
             t_eval = time.time()
             out["val_loss"] = estimate_loss(run.model, run.val_data, run.eval_ids, cfg.batch_size,
@@ -298,7 +308,7 @@ def train_loop(run, state, signals, ckpt_path):
         if stop and n > start_iter:  # subtle: a checkpoint even without --save_checkpoint
             checkpoint.save(run, state, ckpt_path)
             raise launch.Stopped(f"stopped by {stop} at iter {n}; checkpoint: {ckpt_path}; "
-                                 "continue with --resume")
+                                 f"continue with: {launch.resume_command(cfg.out_dir)}")
         if done:
             break
         lr = get_lr(eff, cfg, run.lr_schedule)
@@ -328,15 +338,21 @@ def train(cfg, given=None):
     With --resume the checkpoint's settings hold; given names the flags the user set (None: all of
     cfg's), which must agree with them except where the run goes, what it prints and when it stops.
     """
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     t_start, notes, ckpt_path = time.time(), [], os.path.join(cfg.out_dir, "ckpt.pt")
-    with launch.process(cfg.device, ckpt_path) as (rank, local_rank, world_size, device, signals):
+    resume = launch.resume_command(cfg.out_dir)
+    with launch.process(cfg.device, ckpt_path, resume) as (rank, local_rank, world_size, device,
+                                                           signals):
         with checkpoint.run_dir(cfg) if rank == 0 else nullcontext():  # one trainer per out_dir
             ckpt = checkpoint.load_checkpoint(ckpt_path) if cfg.resume else None
             if ckpt:
                 cfg, more = checkpoint.resumed_config(ckpt["config"], cfg, given, ckpt_path)
                 notes += more
+            if ckpt and budget_reached(cfg, ckpt["state"]):  # nothing to do: say so, save nothing
+                raise ValueError(f"{ckpt_path} already reached this run's budget (iter "
+                                 f"{ckpt['state']['iter_num']}); to train on, raise --max_iters "
+                                 "or --max_tokens with --resume")
+            if cfg.threads:  # subtle: after --resume, which keeps the first run's --threads
+                torch.set_num_threads(cfg.threads)
             run, meta = setup(cfg, rank, local_rank, world_size, device, notes,
                               ckpt and ckpt["settings"])
             state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0}

@@ -23,6 +23,8 @@ But:
 
 import functools
 import os
+import sys
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +35,7 @@ import train
 from autoscale import mixture
 from autoscale.domains import domain_counts, domain_weights, window_domains
 from experiments.runs import check_passes, cli, flag, numbers, seed_list, train_run
-from support import prepare
+from support import launch, prepare
 from support.cli import opt
 
 MODEL = ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=64", "--batch_size=24",
@@ -113,17 +115,23 @@ def joined(values, spec, sep="/"):
     return sep.join(format(v, spec) for v in values)
 
 
-def one_run(trainer, amounts, seed, tag, target_w, train_tokens):
+def one_run(trainer, amounts, seed, tag, target_w, train_tokens, clock):
     """trainer(amounts, seed, tag) -> (val loss per domain, tokens drawn per domain) -> the run's
-    record, printed."""
+    record, printed with its time and the time left (clock: the plan's tokens, those done and the
+    seconds they took, updated here)."""
+    t0 = time.time()
     run_result = trainer(np.asarray(amounts, dtype=float), seed, tag)
+    clock["seconds"] += time.time() - t0
+    clock["done"] += float(np.sum(amounts))
+    left = clock["seconds"] / clock["done"] * max(0.0, clock["planned"] - clock["done"])
     losses, tokens = (np.asarray(v, dtype=np.float64) for v in run_result)
     # over each domain's training windows: never above 1 but by rounding
     passes = tokens / train_tokens
     loss = float(target_w @ losses)  # target = sum_k w_k loss_k (w_k = 1 / m when balanced)
     repeated = " (WARNING: data repeated)" if passes.max() > 1 else ""
     print(f"{tag}: drew {joined(tokens, ',.0f')} tokens, {joined(passes, '.2f')} passes"
-          f"{repeated}; val loss {joined(losses, '.4f')}; target loss {loss:.4f}", flush=True)
+          f"{repeated}; val loss {joined(losses, '.4f')}; target loss {loss:.4f}; "
+          f"{time.time() - t0:.0f}s, about {left / 60:.0f} min left", flush=True)
     return {"tag": tag, "seed": seed, "tokens": tokens, "losses": losses, "passes": passes,
             "loss": loss}
 
@@ -188,8 +196,13 @@ def autoscale(trainer, names, a, train_tokens, target_w):
     for amounts in mixture.perturbed_amounts(np.full(m, a.n2 / m), factors):  # n1's are less
         check_passes(amounts, train_tokens, domains, "a run at scale n2", fix)
     check_passes(np.full(m, budget / m), train_tokens, domains, "the uniform target run", fix)
+    n_runs = 2 * (2 * m + 1) + 3 * len(seeds)
+    clock = {"planned": (2 * m + 1) * (a.n1 + a.n2) + 3 * len(seeds) * budget, "done": 0.0,
+             "seconds": 0.0}
+    print(f"plan: {n_runs} runs, {clock['planned']:,} training tokens in all; each run's line "
+          "ends with its time and the time left at the speed so far", flush=True)
     run = functools.partial(one_run, trainer, target_w=np.asarray(target_w, dtype=float),
-                            train_tokens=train_tokens)
+                            train_tokens=train_tokens, clock=clock)
     scales = [run_scale(run, N, names, a, key) for N, key in ((a.n1, "n1"), (a.n2, "n2"))]
     # n1 * (n2 / n1) ** t
     predicted = mixture.autoscale_predict(scales[0]["n"], scales[1]["n"], a.t)
@@ -251,7 +264,12 @@ def experiment(a):
 
 
 def main(argv=None):
-    return cli(experiment, AutoScaleConfig, "-m autoscale.reproduce", __doc__, argv)
+    try:
+        return cli(experiment, AutoScaleConfig, "-m autoscale.reproduce", __doc__, argv)
+    except launch.Stopped as e:  # subtle: train.py's line offers a --resume this command lacks
+        print(f"{str(e).split(';')[0]} in one of the runs; python -m autoscale.reproduce has no "
+              "--resume: run the command again to start over", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -167,13 +167,19 @@ def flatten(d, prefix=""):
     return out
 
 
-def check_resume(saved, settings, path):
-    """One line naming every setting that differs between the checkpoint and this run."""
-    if saved["corpus"] != settings["corpus"]:
+def check_corpus(saved, corpus, path):
+    """One line if the corpus (its content hash) is not the one the checkpoint trained on; train.py
+    asks before it builds a curriculum index for it."""
+    if saved["corpus"] != corpus:
         raise ValueError(f"--resume from {path}: this --data_dir holds another corpus than the one "
                          "the checkpoint trained on "
-                         f"(content {saved['corpus'][:8]} -> {settings['corpus'][:8]}); "
+                         f"(content {saved['corpus'][:8]} -> {corpus[:8]}); "
                          "pass the checkpoint's data, or start a new --out_dir")
+
+
+def check_resume(saved, settings, path):
+    """One line naming every setting that differs between the checkpoint and this run."""
+    check_corpus(saved, settings["corpus"], path)
     old, new = flatten(saved), flatten(settings)
     changed = [f"{k} {old.get(k)!r:.40} -> {new.get(k)!r:.40}"
                for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]

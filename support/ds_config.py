@@ -28,6 +28,7 @@ import json
 from dataclasses import fields
 
 from sampler import SEQLEN_METRICS
+from scheduler import PACING
 
 ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpeed's names -> ours
 
@@ -37,7 +38,8 @@ ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpe
 NUM = (int, float)
 POS = "positive"
 SCHEDULE = {"total_curriculum_step": POS, "difficulty_step": POS, "root_degree": POS,
-            "difficulty": list, "max_step": list, "require_steps": POS, "seq_per_step": POS}
+            "difficulty": list, "max_step": list, "require_steps": POS, "seq_per_step": POS,
+            "pacing": str}
 ENTRY = {"difficulty_type": str, "min_difficulty": NUM, "max_difficulty": NUM,
          "schedule_type": str, "schedule_config": SCHEDULE}
 LTD_SCHEDULE = {"min_value": NUM, "max_value": NUM, "schedule_type": str,
@@ -85,7 +87,8 @@ IGNORED = {
     "wall_clock_breakdown", "wandb"}
 NEEDS = {"fixed_linear": ("total_curriculum_step", "difficulty_step"),
          "fixed_discrete": ("difficulty", "max_step"),
-         "fixed_root": ("total_curriculum_step", "difficulty_step", "root_degree")}
+         "fixed_root": ("total_curriculum_step", "difficulty_step", "root_degree"),
+         "custom": ("pacing", "total_curriculum_step", "difficulty_step")}  # a PACING name
 
 
 def load(path):
@@ -215,6 +218,8 @@ def apply_training(cfg, ds, given):
     types = {f.name: f.type for f in fields(cfg)}
     out = {}
     for flag, (value, key) in training(ds).items():
+        if flag == "dtype" and flag in given:  # an explicit --dtype wins (training_notes says so)
+            continue
         if types[flag] is int and value != int(value):
             raise ValueError(f"--config {key} is {value}; it must be a whole number")
         value = types[flag](value)  # 100.0 -> 100 for a step count, 1 -> 1.0 for a rate
@@ -225,15 +230,24 @@ def apply_training(cfg, ds, given):
     return out
 
 
-def training_notes(ds):
-    """Notes: what ds set through our flags, and what changes training in DeepSpeed but not here."""
+def training_notes(ds, dtype):
+    """Notes: what ds set through our flags, and what changes training in DeepSpeed but not here;
+    dtype: the run's --dtype, which wins over the config's fp16 or bf16 where it was given."""
     notes = []
     applied = training(ds)
+    if applied.get("dtype", (dtype,))[0] != dtype:
+        key = applied.pop("dtype")[1]
+        notes.append(f"--dtype={dtype} wins over --config's {key}")
     if applied:
         notes.append("from --config: " + ", ".join(
             f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
             for flag, (value, _) in applied.items()))
     off = [k for k, v in NOT_APPLIED.items() if k in ds and on(ds[k], v)]
+    for p in ("fp16", "bf16", "bfloat16"):  # loss scaling here: torch's GradScaler, its defaults
+        section = ds.get(p, {})
+        if section.get("enabled"):  # loss_scale 0 is dynamic scaling, as GradScaler's
+            off += [f"{p}.{k}" for k, v in section.items()
+                    if k != "enabled" and not (k == "loss_scale" and v == 0)]
     params = ds.get("optimizer", {}).get("params", {})
     mapped = ("lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction")
     off += [f"optimizer.params.{k}" for k, v in params.items() if k not in mapped and on(v, False)]
@@ -324,10 +338,13 @@ def check_curriculum(name, e, block_size, known):
     need(e, ("min_difficulty", "max_difficulty", "schedule_type"), where)
     lo, hi = e["min_difficulty"], e["max_difficulty"]
     schedule, sc = e["schedule_type"], e.get("schedule_config", {})
-    if schedule not in NEEDS:  # subtle: a "custom" schedule needs a Python callable
+    if schedule not in NEEDS:
         raise ValueError(f"{where}: schedule_type {schedule!r} unknown; "
                          f"use one of {', '.join(NEEDS)}")
     need(sc, NEEDS[schedule], f"{schedule} schedule_config")
+    if schedule == "custom" and sc["pacing"] not in PACING:
+        raise ValueError(f"{where}: custom pacing {sc['pacing']!r} unknown; known: "
+                         f"{', '.join(PACING)} (add yours to scheduler.PACING)")
     if lo > hi:
         raise ValueError(f"{where}: min_difficulty {lo} > max_difficulty {hi}; swap them")
     if seqlen and not 1 <= lo <= hi <= block_size:
@@ -349,10 +366,11 @@ def check_random_ltd(ltd, n_layer, block_size):
     """random_ltd settings as model.py and scheduler.RandomLTDScheduler will read them."""
     ids = ltd.get("random_ltd_layer_id") or []  # none: the model's default, 1 .. n_layer-2
     bad = [i for i in ids if not 0 <= i < n_layer]
+    least = max(bad) + 1 if bad else 3  # layer i needs i + 1 layers; the default 1..L-2 needs 3
     if bad or (n_layer < 3 and not ids):
+        more = f"use --n_layer={least} or more, or " if least > n_layer else ""
         raise ValueError(f"random-LTD needs dropping layers inside 0..{n_layer - 1} "
-                         f"(got {bad or 'none'}); "
-                         "use --n_layer=3 or more, or list them with --ltd_layers")
+                         f"(got {bad or 'none'}); {more}list them with --ltd_layers")
     need(ltd, ("random_ltd_schedule",), "random_ltd")
     s = ltd["random_ltd_schedule"]
     need(s, ("min_value", "max_value", "schedule_config"), "random_ltd_schedule")

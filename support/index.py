@@ -3,6 +3,11 @@ The curriculum index's cache: analyzer.py's index, built once and rebuilt whenev
 
     python -m support.index --metrics=vocab_rarity  # build or check an index before training
 
+One index per block size and per version of each metric, so runs with different ones do not evict
+each other's (analyzer.py's layout below each):
+
+    <index_dir>/T<block_size>-<first 12 hex digits of the metric's code>/<metric>/
+
 info.json, written last beside a metric's three .npy files, records what was analyzed: the data
 file (size and mtime), T, N and the metric's code (a sha256 of its source). An index whose
 info.json is missing or describes anything else, or whose arrays do not load with the right shape,
@@ -47,6 +52,17 @@ def describe(bin_path, block_size, name, fn):
     return {"data": os.path.abspath(bin_path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
             "block_size": block_size, "num_samples": (st.st_size // 2 - 1) // block_size,
             "metric": name, "metric_code": metric_code(fn)}
+
+
+def slot(index_dir, block_size, name):
+    """The directory that holds metric name's index for windows of block_size+1 tokens, as
+    analyzer.py's index_dir: index, 128, vocab_rarity -> index/T128-3f2a9c1b7d0e (from its code)."""
+    return os.path.join(index_dir, f"T{block_size}-{metric_code(METRICS[name])[:12]}")
+
+
+def load_index(index_dir, block_size, names):
+    """name -> the index ensure_index built for block_size, memory-mapped."""
+    return {n: analyzer.load_index(slot(index_dir, block_size, n), n) for n in names}
 
 
 def why_stale(index_dir, name, info):
@@ -103,21 +119,23 @@ def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbo
     infos = {n: describe(bin_path, block_size, n, METRICS[n]) for n in names}
     stale = []
     for n in names:
-        why = why_stale(index_dir, n, infos[n])
-        if why and verbose and os.path.isdir(os.path.join(index_dir, n)):  # a first build: no note
-            print(f"index {os.path.join(index_dir, n)}: {why}; rebuilding")
+        d = slot(index_dir, block_size, n)
+        why = why_stale(d, n, infos[n])
+        if why and verbose and os.path.isdir(os.path.join(d, n)):  # a first build: no note
+            print(f"index {os.path.join(d, n)}: {why}; rebuilding")
         if why:
             stale.append(n)
-            forget(index_dir, n)
+            forget(d, n)
     if stale:
         n_jobs = -(-infos[stale[0]]["num_samples"] // max(1, (1 << 23) // (block_size + 1)))
         workers = num_workers or min(os.cpu_count() or 1, n_jobs)
-        analyzer.build_index(bin_path, block_size, stale, index_dir, workers, verbose)
-        for n in stale:
-            finish(index_dir, n, infos[n])
+    for n in stale:  # subtle: one slot per metric (its code's), so one build each
+        d = slot(index_dir, block_size, n)
+        analyzer.build_index(bin_path, block_size, [n], d, workers, verbose)
+        finish(d, n, infos[n])
         if verbose:
-            print(f"built index {', '.join(stale)} in {index_dir}")
-    return {n: analyzer.load_index(index_dir, n) for n in names}
+            print(f"built index {n} in {d}")
+    return load_index(index_dir, block_size, names)
 
 
 @dataclass
@@ -141,7 +159,8 @@ def main(argv=None):
                              a.num_workers or None)
         for n in names:
             n_samples = len(built[n]["index_to_sample"])
-            print(f"index {os.path.join(index_dir, n)}: {n_samples:,} samples "
+            where = os.path.join(slot(index_dir, a.block_size, n), n)
+            print(f"index {where}: {n_samples:,} samples "
                   f"of {a.block_size}+1 tokens, up to date")
     except (ValueError, OSError) as e:
         sys.exit(f"error: {e}")

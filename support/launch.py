@@ -20,6 +20,7 @@ But:
 import contextlib
 import gc
 import os
+import shlex
 import signal
 
 import torch
@@ -33,6 +34,18 @@ class Stopped(Exception):
 def print0(*args, **kwargs):
     if int(os.environ.get("RANK", 0)) == 0:
         print(*args, **kwargs, flush=True)
+
+
+def resume_command(out_dir):
+    """The command line that continues the run in out_dir, as it was launched:
+    out_dir out-wiki -> python train.py --resume --out_dir=out-wiki; under torchrun with 2 ranks on
+    one machine -> torchrun --standalone --nproc_per_node=2 train.py --resume --out_dir=out-wiki."""
+    args = f"train.py --resume --out_dir={shlex.quote(out_dir)}"
+    if "RANK" not in os.environ:
+        return f"python {args}"
+    local, world = int(os.environ["LOCAL_WORLD_SIZE"]), int(os.environ["WORLD_SIZE"])
+    nodes = "--standalone" if world == local else f"--nnodes={world // local} <rendezvous flags>"
+    return f"torchrun {nodes} --nproc_per_node={local} {args}"
 
 
 def resolve_device(device, n_gpu, local_rank=0, local_world_size=1):
@@ -74,23 +87,28 @@ def on_each_filesystem(make, rank, local_rank):
         dist.barrier()
 
 
-def resolve_dtype(dtype, device):
-    """auto -> bfloat16 on GPUs that have it natively, float16 on older ones (V100, T4), float32 on
-    the CPU."""
+def resolve_dtype(dtype, device, set_by=""):
+    """-> (dtype, note or None). auto -> bfloat16 on GPUs that have it natively, float16 on older
+    ones (V100, T4), float32 on the CPU. set_by: the DeepSpeed key that asked for dtype
+    ("fp16.enabled"); a GPU recipe's precision falls back to float32 on the CPU, with a note."""
+    if set_by and dtype != "float32" and device == "cpu":
+        return "float32", (f"--config's {set_by} asks for {dtype}, a GPU precision: on this CPU "
+                           "the run trains in float32")
     if dtype == "float16" and device == "cpu":
         raise ValueError("--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); "
-                         "use float32 or bfloat16 (with --config: turn its fp16 section off)")
+                         "use float32 or bfloat16")
     if dtype != "auto" or device == "cpu":
-        return "float32" if dtype == "auto" else dtype
-    return "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
+        return ("float32" if dtype == "auto" else dtype), None
+    bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+    return ("bfloat16" if bf16 else "float16"), None
 
 
 @contextlib.contextmanager
-def process(device, ckpt_path):
+def process(device, ckpt_path, resume=""):
     """One process of a run, start to end -> (rank, local_rank, world_size, device, signals):
     torchrun's group joined and left again, an error given its line while the group is up
     (error_line), and SIGTERM or SIGINT noted in signals["got"] for the loop to stop after its step;
-    a second one stops at once."""
+    a second one stops at once, its line naming the command that continues (resume)."""
     signals = {"got": None}
     old = {}
     ddp = "RANK" in os.environ  # under torchrun
@@ -119,7 +137,7 @@ def process(device, ckpt_path):
         yield rank, local_rank, world_size, device, signals
     except KeyboardInterrupt:
         raise Stopped(f"interrupted; the last checkpoint is {ckpt_path}, if any was written; "
-                      "continue with --resume")
+                      f"continue with: {resume}")
     except (ValueError, OSError) as e:
         # while the process group is up: its store counts the ranks that say it
         e.line = error_line(e)

@@ -6,8 +6,8 @@ Prepare a corpus: documents (corpus.py finds them, in domains) -> train.bin, val
     python data.py MY_TEXT --out_dir=data/mytext  # your files, directories or globs
     python data.py --domain code='src/**/*.py' --domain docs=docs --out_dir=data/mine
 
-Documents are split whole between train and val (corpus.split_documents); each split is its domains
-in order, EOT between documents:
+Documents are split whole between train and val (corpus.split_documents; with few documents one
+may be cut at a line end, with a note); each split is its domains in order, EOT between documents:
 
     train = [domain 0 docs, shuffled] EOT [domain 1 docs, shuffled] EOT ...   (val alike)
 
@@ -81,7 +81,7 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction={val_fraction} must be between 0 and 1")
     names, kept, skipped = corpus.documents(paths, domains, installed, out_dir, verbose)
-    train, val = corpus.split_documents(kept, len(names or [None]), val_fraction, seed)
+    train, val, cuts = corpus.split_documents(kept, len(names or [None]), val_fraction, seed)
     # bytes + EOTs
     n_train, n_val = (sum(n for _, n in s) + max(len(s) - 1, 0) for s in (train, val))
     if min(n_train, n_val) < block_size + 1:
@@ -126,6 +126,10 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
         for d, name in enumerate(names or []):
             print(f"  domain {d} {name}: "
                   f"{domain_tokens['train'][d]:,} train, {domain_tokens['val'][d]:,} val tokens")
+        for doc, to_val, to_train in cuts:
+            print(f"note: few documents: whole files would put far more than --val_fraction="
+                  f"{val_fraction:g} in val, so {doc.path} is cut at a line end: its first "
+                  f"{to_val:,} bytes in val, the other {to_train:,} in train (more files avoid it)")
     return meta
 
 

@@ -3,6 +3,7 @@ What train.py prints besides its log lines: the start-up summary, the end-of-run
 
     data ...: 218,976 train / 24,935 val windows of 128+1 tokens, vocab 257; model 0.82M ...
     batch: 16 rows/step = 16 x 1 accum x 1 ranks; lr: warmup to 0.002 over 102,400 ...
+    budget: 1,500 steps, 0.11 passes over the train split's 218,976 windows
     curriculum vocab_rarity (percentile): iter 1: 5, iter 375: 50, ...     (what is on, only)
     done: 1500 steps in 208s, val loss 1.5089 (unigram entropy of the data 3.2648); 14,771 tok/s
     tokens: 2,497,024 raw (18.7% fewer than dense: seqlen curriculum), 2,397,248 effective (...)
@@ -22,7 +23,8 @@ from support.launch import print0
 
 
 def print_summary(run, meta, notes):
-    """The start-up summary: data, model, batch, LR, the domain mix, notes, the schedules."""
+    """The start-up summary: data, model, batch, LR, the budget's steps and passes over the train
+    split, the domain mix, notes, the schedules."""
     cfg, G, train_data = run.cfg, run.sampler.G, run.sampler.windows
     lr = run.lr_schedule
     accum = G // (cfg.batch_size * run.world_size)
@@ -34,10 +36,18 @@ def print_summary(run, meta, notes):
     print0(f"batch: {G} rows/step = {cfg.batch_size} x {accum} accum x {run.world_size} ranks; "
            f"lr: warmup to {cfg.learning_rate:g} over {lr.warmup_tokens:,} effective tokens "
            f"({lr.step_tokens:,} a dense step), cosine to {cfg.min_lr:g} at {lr.decay_tokens:,.0f}")
+    steps = run.budget_steps
+    passes = steps * G / len(train_data)  # each step draws G windows of the train split
+    repeats = "; note: data repeats (add text, or shorten the run)" if passes > 1 else ""
+    print0(f"budget: {steps:,} steps, {passes:.2f} passes over the train split's "
+           f"{len(train_data):,} windows{repeats}")
     if cfg.domain_weights:  # the mix in effect: whole rows per domain in every global batch
         mix = ", ".join(f"{n} {c}" for n, c in zip(meta["domains"], run.sampler.counts))
         print0(f"domains: rows of every batch of {G}: {mix} "
                f"(--domain_weights={cfg.domain_weights})")
+    if cfg.device == "auto" and run.device == "cpu" and params >= 10:  # a GPU-sized model
+        print0(f"note: --device=auto found no GPU: this {params:.0f}M-parameter model trains on "
+               "the CPU, slowly (--device=cpu to mean it)")
     for note in notes:
         print0(f"note: {note}")
     budget = config.budget_steps(cfg, G)
@@ -84,15 +94,19 @@ def print_end(out):
     print(line + ("" if eff < dense else " (dense: every token through every layer)"))
     if cfg.sample_tokens and (meta.get("tokenizer") == "bytes" or "itos" in meta):
         text = sample(out["model"], out["val_data"], cfg.sample_tokens, cfg.seed, meta.get("itos"))
-        print("sample:\n" + text)
+        print(f"sample (the model's text follows {PROMPT_ENDS}):\n" + text)
     elif cfg.sample_tokens:
         print(f"no sample: the tokens of {os.path.dirname(out['val_data'].path)} have no decoder "
               "here (a nanoGPT meta.pkl with itos gives one)")
 
 
+PROMPT_ENDS = "[prompt ends]"  # printed between the prompt and the model's continuation
+
+
 def sample(model, val_data, n_tokens, seed, itos=None):
     """Text generated from the first line of the val split (the corpus's own text, not a fixed
-    prompt); bytes are decoded as UTF-8, other tokens through itos (a nanoGPT meta.pkl's)."""
+    prompt), PROMPT_ENDS marking where the prompt ends; bytes are decoded as UTF-8, other tokens
+    through itos (a nanoGPT meta.pkl's)."""
     decode = data.decode if itos is None else lambda ids: "".join(itos[i] for i in ids)
     head = np.asarray(val_data.data[:64]).astype(np.int64)
     newline = [k for k, t in enumerate(head) if t == data.EOT or decode([t]) == "\n"]
@@ -100,4 +114,4 @@ def sample(model, val_data, n_tokens, seed, itos=None):
     start = torch.from_numpy(prompt)[None].to(next(model.parameters()).device)
     gen = torch.Generator(device=start.device).manual_seed(seed)
     ids = model.eval().generate(start, n_tokens, temperature=0.8, top_k=50, generator=gen)
-    return decode(ids[0].tolist())
+    return decode(prompt.tolist()) + PROMPT_ENDS + decode(ids[0, len(prompt):].tolist())

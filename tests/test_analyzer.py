@@ -96,7 +96,9 @@ def test_one_and_several_workers_agree(corpus, tmp_path):
         assert all(np.array_equal(a[k], b[k]) for k in analyzer.KEYS)
 
 
-def test_stale_index_rebuilt(corpus, tmp_path, capsys):
+def test_stale_index_rebuilt_and_one_kept_per_block_size(corpus, tmp_path, capsys):
+    """Alternating two block sizes rebuilt the index each time (one index per metric evicted the
+    other's); now each block size has its own, and other data is still rebuilt with a note."""
     path, tokens = corpus
     d = str(tmp_path / "index")
     first = np.asarray(index_cache.ensure_index(path, 16, ["vocab_rarity"], d, 1)["vocab_rarity"]["sample_to_metric"])
@@ -104,7 +106,11 @@ def test_stale_index_rebuilt(corpus, tmp_path, capsys):
     index_cache.ensure_index(path, 16, ["vocab_rarity"], d, num_workers=1)
     assert "built" not in capsys.readouterr().out  # fresh: loaded as it is
     other = index_cache.ensure_index(path, 32, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]  # another block size
-    assert "rebuilding" in capsys.readouterr().out and len(other["sample_to_metric"]) == (len(tokens) - 1) // 32
+    out = capsys.readouterr().out
+    assert "rebuilding" not in out and "built index vocab_rarity" in out
+    assert len(other["sample_to_metric"]) == (len(tokens) - 1) // 32
+    kept = index_cache.ensure_index(path, 16, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
+    assert capsys.readouterr().out == "" and np.array_equal(kept["sample_to_metric"], first)  # not evicted
     time.sleep(0.01)
     extra = np.concatenate([tokens[:100][::-1], tokens[100:]])  # other data, same size
     extra.tofile(path)
@@ -120,8 +126,9 @@ def _last_token(samples, neg_log_p):
     return samples[:, -1].astype(np.float64)
 
 
-def test_a_changed_metric_function_is_rebuilt_with_one_line(corpus, tmp_path, capsys, monkeypatch):
-    """The metric's code is part of what an index describes: same name and data, new function."""
+def test_a_changed_metric_function_gets_its_own_index(corpus, tmp_path, capsys, monkeypatch):
+    """The metric's code is part of what an index describes: same name and data, new function, a new
+    index beside the old one (kept for a return to the old function)."""
     path, tokens = corpus
     d = str(tmp_path / "index")
     monkeypatch.setitem(analyzer.METRICS, "m", _first_token)
@@ -132,9 +139,10 @@ def test_a_changed_metric_function_is_rebuilt_with_one_line(corpus, tmp_path, ca
     again = index_cache.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
     assert np.array_equal(again, tokens[16::16][: len(again)])
     out = capsys.readouterr().out.splitlines()
-    note = f"index {os.path.join(d, 'm')}: built with another version of metric m; rebuilding"
-    assert out[0] == note
-    assert len(out) == 2 and out[1].startswith("built index m")
+    assert out == [f"built index m in {index_cache.slot(d, 16, 'm')}"]
+    monkeypatch.setitem(analyzer.METRICS, "m", _first_token)
+    back = index_cache.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
+    assert capsys.readouterr().out == "" and np.array_equal(back, first)
     typed = {}  # functions without a source file (a REPL's): their compiled code tells them apart
     exec("def first(s, p): return s[:, 0]\ndef last(s, p): return s[:, -1]", typed)
     assert index_cache.metric_code(typed["first"]) != index_cache.metric_code(typed["last"])
@@ -149,7 +157,7 @@ def test_unknown_metric_and_cli_errors(corpus, tmp_path):
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "unknown metric 'nope'" in r.stderr
     r = subprocess.run(cli + ["--block_size=100000"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "fewer than block_size+1" in r.stderr
-    assert not os.path.exists(tmp_path / "index" / "vocab_rarity" / "info.json")
+    assert not os.path.exists(tmp_path / "index")
 
 
 def _damage(d, target, how):
@@ -185,10 +193,11 @@ def test_damaged_index_rebuilt_with_one_line(corpus, tmp_path, capsys, target, h
     clean = index_cache.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
     clean = {k: np.array(v) for k, v in clean.items()}
     capsys.readouterr()
-    _damage(os.path.join(d, "vocab_rarity"), target, how)
+    where = os.path.join(index_cache.slot(d, 64, "vocab_rarity"), "vocab_rarity")
+    _damage(where, target, how)
     index = index_cache.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 2 and out[0].startswith(f"index {os.path.join(d, 'vocab_rarity')}: ")
+    assert len(out) == 2 and out[0].startswith(f"index {where}: ")
     assert why in out[0] and out[0].endswith("; rebuilding") and out[1].startswith("built index vocab_rarity")
     for k in analyzer.KEYS:
         assert np.array_equal(index[k], clean[k]) and index[k].dtype == clean[k].dtype
@@ -199,11 +208,12 @@ def test_damaged_index_rebuilt_with_one_line(corpus, tmp_path, capsys, target, h
 def test_first_build_has_no_note_and_a_nan_metric_is_refused(corpus, tmp_path, capsys, monkeypatch):
     path, _ = corpus
     index_cache.ensure_index(path, 64, ["num_docs"], str(tmp_path / "index"), num_workers=1)
-    assert capsys.readouterr().out.splitlines() == [f"built index num_docs in {tmp_path / 'index'}"]
+    built = index_cache.slot(str(tmp_path / "index"), 64, "num_docs")
+    assert capsys.readouterr().out.splitlines() == [f"built index num_docs in {built}"]
     monkeypatch.setitem(analyzer.METRICS, "nan", lambda s, counts: np.where(s[:, 0] == 1, np.nan, 0.0))
     with pytest.raises(ValueError, match=r"metric nan gave NaN for \d+ samples \(first: \d+\); make it return numbers"):
         index_cache.ensure_index(path, 64, ["nan"], str(tmp_path / "index"), num_workers=1)
-    assert not os.path.exists(tmp_path / "index" / "nan")
+    assert not os.path.exists(os.path.join(index_cache.slot(str(tmp_path / "index"), 64, "nan"), "nan"))
 
 
 def _dispositions(_):
@@ -286,5 +296,6 @@ def test_the_command_line_says_the_index_is_up_to_date(domain_corpus, tmp_path, 
     capsys.readouterr()
     index_cache.main(args)
     n = len(data.SampleWindows(os.path.join(domain_corpus, "train.bin"), 16))
-    assert capsys.readouterr().out == (f"index {tmp_path / 'vocab_rarity'}: {n:,} samples of 16+1 tokens, "
+    where = os.path.join(index_cache.slot(str(tmp_path), 16, "vocab_rarity"), "vocab_rarity")
+    assert capsys.readouterr().out == (f"index {where}: {n:,} samples of 16+1 tokens, "
                                        "up to date\n")

@@ -10,12 +10,16 @@ from experiments import bench
 TINY = ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2", "--device=cpu", "--threads=1"]
 
 
-def test_bench_ltd_flop_ratio_falls_with_the_kept_length():
-    """Counted FLOPs: dropping layers 1..L-2 to r of T tokens saves more the smaller r is, never all."""
+def test_bench_ltd_flop_ratio_falls_with_the_kept_length(capsys):
+    """Counted FLOPs: dropping layers 1..L-2 to r of T tokens saves more the smaller r is, never all;
+    the dense row's efficiency is "-" (it printed nan)."""
     out = bench.bench_ltd(TINY + ["--vocab_size=257", "--modes=eager", "--ratios=0.75,0.5,0.25", "--iters=1"])
     flop = [out[r][1] for r in (32, 24, 16, 8)]
     # layers 0, 3 and the head stay dense
     assert flop[0] == 1.0 and all(a > b for a, b in zip(flop, flop[1:])) and flop[-1] > 0.5
+    rows = capsys.readouterr().out.splitlines()
+    assert "nan" not in "\n".join(rows) and rows[2].split()[:3] == ["eager", "1.00", "32"]
+    assert rows[2].endswith(" 1.000      1.000          -")
 
 
 def test_bench_dense_times_a_second_model_file_beside_ours(capsys):

@@ -65,6 +65,8 @@ def test_every_option_parses_as_the_type_it_declares():
     (["--learning_rate=0"], "--learning_rate=0.0 must be positive"),
     (["--dropout=1"], "--dropout=1.0 must be below 1"),
     (["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete"], "needs --cl_discrete_difficulty"),
+    (["--cl_metric=vocab_rarity", "--cl_schedule=custom"], "--cl_schedule=custom needs --cl_pacing=NAME, "
+                                                           "one of smoothstep"),
     (["--nope=1"], "unknown option: --nope=1; see train.py --help"),
     (["--batch_size=abc"], "--batch_size: invalid int value: .abc."),
 ])
@@ -97,12 +99,32 @@ def test_fixed_discrete_from_flags():
     assert entry["schedule_config"] == {"difficulty": [10, 50, 100], "max_step": [5, 9]}
 
 
+def test_custom_pacing_by_flag_and_by_json_name_a_pacing_function(tmp_path):
+    """--cl_schedule=custom was an invalid choice and a JSON schedule_type custom was "unknown"."""
+    cfg = parse_args(["--cl_metric=vocab_rarity", "--cl_schedule=custom", "--cl_pacing=smoothstep",
+                      "--cl_total_step=50", "--cl_difficulty_step=5"])
+    entry = data_efficiency(cfg, 16, KNOWN, [])[0]["vocab_rarity"]
+    assert entry["schedule_type"] == "custom"
+    assert entry["schedule_config"] == {"pacing": "smoothstep", "total_curriculum_step": 50, "difficulty_step": 5}
+    ds = ds_example()
+    metrics = ds["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]
+    name = next(n for n in metrics if not n.startswith("seqlen"))
+    metrics[name].update(schedule_type="custom",
+                         schedule_config={"pacing": "smoothstep", "total_curriculum_step": 9, "difficulty_step": 1})
+    got = data_efficiency(parse_args([f"--config={write(tmp_path, ds)}"]), 16, KNOWN, [])[0]
+    assert got["vocab_rarity"]["schedule_config"]["pacing"] == "smoothstep"
+
+
 def test_ltd_layers_checked_once_and_the_default_left_to_the_model():
     assert data_efficiency(parse_args(["--random_ltd", "--n_layer=6"]), 16, KNOWN, [])[1]["random_ltd_layer_id"] == []
     cfg = parse_args(["--random_ltd", "--n_layer=6", "--ltd_layers=4,2"])
     assert data_efficiency(cfg, 16, KNOWN, [])[1]["random_ltd_layer_id"] == [2, 4]  # sorted, once
     with pytest.raises(ValueError, match="--n_layer=3 or more"):
         data_efficiency(parse_args(["--random_ltd", "--n_layer=2"]), 16, KNOWN, [])
+    with pytest.raises(ValueError, match=r"\(got \[5\]\); use --n_layer=6 or more, or list them with --ltd_layers"):
+        data_efficiency(parse_args(["--random_ltd", "--ltd_layers=5"]), 16, KNOWN, [])  # 4 layers: was "3 or more"
+    with pytest.raises(ValueError, match=r"\(got \[-1\]\); list them with --ltd_layers$"):
+        data_efficiency(parse_args(["--random_ltd", "--ltd_layers=-1"]), 16, KNOWN, [])
     with pytest.raises(ValueError, match=r"inside 0..3 \(got \[7\]\)"):
         data_efficiency(parse_args(["--random_ltd", "--ltd_layers=1,7"]), 16, KNOWN, [])
 
@@ -166,6 +188,27 @@ def test_config_file_not_json_or_not_an_object(tmp_path):
         data_efficiency(parse_args([f"--config={tmp_path}"]), 16, KNOWN, [])  # where it is opened, before any work
 
 
+MEGATRON = os.path.join(ROOT, "tests", "fixtures", "ds_config_megatron_gpt_1.3B_cl_ltd.json")
+
+
+def test_megatron_deepspeeds_gpt_config_as_its_script_writes_it_is_read_unchanged():
+    """examples_deepspeed/data_efficiency/gpt/pretrain/ds_pretrain_gpt_1.3B_dense_base_script.sh
+    (CL voc + seqlen_truncate, random-LTD 128 -> 2048, 64 GPUs) fills its 2-metric template into
+    this file: metric voc, fixed_root for the length, fp16 with its loss-scale keys, ZeRO, logging."""
+    cfg = parse_args([f"--config={MEGATRON}", "--n_layer=24", "--block_size=2048"])
+    notes = []
+    metrics, ltd = data_efficiency(cfg, 512, KNOWN, notes)
+    assert (cfg.dtype, cfg.global_batch_size, cfg.batch_size, cfg.grad_clip) == ("float16", 512, 8, 1.0)
+    assert set(metrics) == {"vocab_rarity", "seqlen_truncate"}
+    assert metrics["seqlen_truncate"]["schedule_config"] == {"total_curriculum_step": 110000,
+                                                             "difficulty_step": 8, "root_degree": 1}
+    assert ltd["random_ltd_layer_id"] == list(range(1, 23))
+    assert notes[-2] == ("not applied here (they change training in DeepSpeed): fp16.loss_scale_window; "
+                         "fp16.hysteresis; fp16.min_loss_scale; fp16.initial_scale_power; "
+                         "data_efficiency.seed (--seed seeds the sampler)")
+    assert notes[-1].startswith("DeepSpeed index/cluster paths in --config are ignored")
+
+
 def test_published_gpt3_recipe_config_maps_to_our_settings():
     """The GPT-3 1.3B recipe's data_efficiency section (as DeepSpeed's examples publish it) is read unchanged."""
     path = os.path.join(ROOT, "tests", "fixtures", "ds_config_gpt3_1.3b_cl_ltd.json")
@@ -220,10 +263,21 @@ def test_a_real_deepspeed_config_sets_our_flags_and_names_the_rest(tmp_path):
                         "(--seed seeds the sampler)")
 
 
+def test_an_explicit_dtype_wins_over_the_configs_precision_with_a_note(tmp_path):
+    """--dtype=float32 with a config that enables bf16 was refused as a conflict: the user had to
+    edit the JSON to try a GPU recipe on a CPU."""
+    cfg = parse_args([f"--config={write(tmp_path, real_deepspeed_config())}", "--dtype=float32"])
+    notes = []
+    data_efficiency(cfg, 16, KNOWN, notes)
+    assert cfg.dtype == "float32" and notes[0] == "--dtype=float32 wins over --config's bf16.enabled"
+    assert "dtype" not in notes[1] and config.precision_key(cfg) == ""
+    assert config.precision_key(parse_args([f"--config={write(tmp_path, real_deepspeed_config())}"])) == \
+        "bf16.enabled"
+
+
 @pytest.mark.parametrize("flags, want", [
     (["--learning_rate=1e-3"], "--config sets optimizer.params.lr 0.0006 but --learning_rate=0.001 "
                                "was given; drop the flag or change the config"),
-    (["--dtype=float32"], "--config sets bf16.enabled bfloat16 but --dtype=float32 was given"),
     (["--warmup_iters=5"], "--config sets scheduler.params.warmup_num_steps 30 but --warmup_iters=5"),
 ])
 def test_a_flag_that_disagrees_with_the_config_is_one_line(tmp_path, flags, want):

@@ -223,8 +223,9 @@ def test_installed_corpus_dedup_and_split(fake_python, tmp_path):
     assert meta["skipped"] == {"duplicate": 1, "binary": 1}  # pkg/copy_of_os.py has os.py's content; pkg/blob.py
     train, val = docs_of(read_split(tmp_path / "out", "train")), docs_of(read_split(tmp_path / "out", "val"))
     assert "x = 1\n" * 50 in train + val and "def test_x():\n    pass\n" * 25 in train + val
-    assert len(train + val) == meta["n_documents"] == 7 and not set(train) & set(val)
-    assert (train + val).count("import sys\n" * 40) == 1
+    # whole files would put over 60% of code in val (asked: 30%): one is cut at a line end, in two
+    assert len(train + val) == meta["n_documents"] + 1 == 8 and not set(train) & set(val)
+    assert "".join(train + val).count("import sys\n") == 40  # once: its copy was skipped
 
 
 def test_user_domains_are_contiguous_and_label_windows(tmp_path):
@@ -541,3 +542,21 @@ def test_scan_bins_reads_in_chunks_with_the_same_fingerprint_and_the_unigram_ent
     assert bins.scan_bins(corpus) == want
     assert bins.scan_bins(corpus, chunk=7) == want  # 7-token reads: the same numbers
     assert data.load_meta(corpus)["unigram_entropy"] == bins.scan_bins(corpus)["unigram_entropy"]
+
+
+def test_two_documents_split_near_the_asked_fraction_at_a_line_end(tmp_path, capsys):
+    """A corpus that comes as valid.txt and test.txt prepared as two documents, the larger in val: 53% of
+    the bytes in val for --val_fraction=0.1, with no note. Now val's document is cut at a line end."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "valid.txt").write_text("".join(f"line {k} of the valid file\n" for k in range(400)))
+    (src / "test.txt").write_text("".join(f"line {k} of the test file, a bit longer\n" for k in range(400)))
+    meta = prepare.prepare([str(src)], str(tmp_path / "out"), val_fraction=0.1, block_size=16)
+    out = capsys.readouterr().out
+    share = meta["val_tokens"] / (meta["train_tokens"] + meta["val_tokens"])
+    assert 0.1 <= share < 0.102  # the first line end past 10%, and one EOT
+    val = data.decode(np.fromfile(tmp_path / "out" / "val.bin", dtype=np.uint16))
+    assert val.endswith("\n") and val.startswith("line 0 of the ")  # whole lines, from the start of a file
+    assert re.search(r"^note: few documents: whole files would put far more than --val_fraction=0.1 in val, "
+                     r"so .*(valid|test)\.txt is cut at a line end: its first [\d,]+ bytes in val, the other "
+                     r"[\d,]+ in train \(more files avoid it\)$", out, re.M)

@@ -259,7 +259,8 @@ def test_a_signal_stops_after_the_step_with_a_checkpoint_and_one_line(corpus, tm
     _, err = p.communicate(timeout=120)
     lines = err.strip().splitlines()
     assert p.returncode != 0 and len(lines) == 1, err
-    assert lines[0].startswith(f"stopped by {sig.name} at iter ") and lines[0].endswith("continue with --resume")
+    assert lines[0].startswith(f"stopped by {sig.name} at iter ")
+    assert lines[0].endswith(f"; continue with: python train.py --resume --out_dir={tmp_path}")
     n = int(lines[0].split(" at iter ")[1].split(";")[0])
     ckpt = checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"))  # whole: its checksum holds
     assert n > 0 and ckpt["state"]["iter_num"] == n == len(ranks(tmp_path, 1)[0]["seen"])
@@ -278,7 +279,25 @@ def test_sigterm_to_one_rank_stops_every_rank_after_the_same_step(corpus, tmp_pa
     _, err = p.communicate(timeout=180)
     lines = [x for x in err.splitlines() if x.startswith(("stopped", "error"))]
     assert p.returncode != 0 and len(lines) == 1 and lines[0].startswith("stopped by SIGTERM at iter "), err[-3000:]
+    resume = f"torchrun --standalone --nproc_per_node=2 train.py --resume --out_dir={tmp_path}"
+    assert lines[0].endswith(f"; continue with: {resume}")
     n = int(lines[0].split(" at iter ")[1].split(";")[0])
     a, b = (rec["seen"] for rec in ranks(tmp_path))
     assert n % 3 == 0 and len(a) == len(b) == n  # both stopped after step n, at a log step
     assert checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"))["state"]["iter_num"] == n
+
+
+def test_the_resume_command_is_the_one_that_continues_this_run(monkeypatch):
+    """The stop line's command names the run's out_dir (typed as printed, --resume alone would
+    continue the default out/), and torchrun's form under torchrun."""
+    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(k, raising=False)
+    assert launch.resume_command("out-wiki") == "python train.py --resume --out_dir=out-wiki"
+    assert launch.resume_command("my runs/a") == "python train.py --resume --out_dir='my runs/a'"
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert launch.resume_command("o") == ("torchrun --standalone --nproc_per_node=4 train.py --resume "
+                                          "--out_dir=o")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    assert launch.resume_command("o").startswith("torchrun --nnodes=2 <rendezvous flags> --nproc_per_node=4 ")

@@ -85,7 +85,7 @@ def test_autoscale_makes_2_times_2m_plus_1_runs_then_3_per_seed():
 def test_the_printout_lists_the_fits_prediction_and_three_weightings_with_their_seed_spread(capsys):
     result, _ = run_fake("--seeds=1,2")
     printed = capsys.readouterr().out.splitlines()
-    assert "n1_code_x0.333: drew 11,111/33,333/33,333 tokens, 0.00/0.00/0.00 passes;" in printed[1]
+    assert "n1_code_x0.333: drew 11,111/33,333/33,333 tokens, 0.00/0.00/0.00 passes;" in printed[2]
     for key, s, fits in zip(("n1", "n2"), result["scales"], (true_fits(100_000), true_fits(200_000))):
         head = printed.index(f"scale {key}: fits of y = (x + a) ** -b + c, x = drawn amount / base share, "
                              "y = target loss / base run's")
@@ -103,6 +103,38 @@ def test_the_printout_lists_the_fits_prediction_and_three_weightings_with_their_
         assert f"{np.mean(loss):.4f} [{min(loss):.4f}, {max(loss):.4f}] over seeds" in line
         assert "weights " + "/".join(f"{w:.3f}" for w in result["weightings"][name]) in line
     assert min(loss) < max(loss)  # the seeds spread
+
+
+def test_the_plan_and_each_run_give_the_time_left(capsys, monkeypatch):
+    """python -m autoscale.reproduce (20 minutes at its defaults) said nothing of how long it takes."""
+    now = [0.0]
+    monkeypatch.setattr(rs.time, "time", lambda: now[0])
+
+    def trainer(amounts, seed, tag):  # 1 second per 10,000 tokens
+        now[0] += amounts.sum() / 10_000
+        return FakeTrainer()(amounts, seed, tag)
+
+    run_fake("--seeds=1,2", trainer=trainer)
+    printed = capsys.readouterr().out.splitlines()
+    # 7 runs at 100,000 and 7 at 200,000 tokens, 3 weightings x 2 seeds at 400,000: 4,500,000
+    assert printed[0] == ("plan: 20 runs, 4,500,000 training tokens in all; each run's line ends with its "
+                          "time and the time left at the speed so far")
+    assert printed[1].endswith("; 10s, about 7 min left")  # 4,400,000 tokens at 10,000 a second
+    assert next(s for s in printed if s.startswith("target_AutoScale_s2")).endswith("; 40s, about 0 min left")
+
+
+def test_a_stopped_run_does_not_offer_a_resume_the_command_lacks(capsys, monkeypatch):
+    def stopped(a):
+        raise rs.launch.Stopped("stopped by SIGTERM at iter 9; checkpoint: o/ckpt.pt; continue with: "
+                                "python train.py --resume --out_dir=o")
+
+    monkeypatch.setattr(rs, "experiment", stopped)
+    with pytest.raises(SystemExit) as e:
+        rs.main([])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and err == ("stopped by SIGTERM at iter 9 in one of the runs; python -m "
+                                         "autoscale.reproduce has no --resume: run the command again to "
+                                         "start over\n")
 
 
 def test_an_unfitted_domain_keeps_its_base_amount(capsys):

@@ -313,3 +313,14 @@ def test_batch_resume_is_bit_exact_also_on_another_world_size():
         h.load_state_dict(state)
     for t in range(3, 12):
         assert np.array_equal(np.concatenate([h.next_batch() for h in halves]), want[t])
+
+
+def test_bag_take_draws_exactly_n_also_when_one_id_is_left_to_draw():
+    """A pass that ends with exactly one id still to draw: take(4) from a bag of 3 refills and
+    draws the fourth; take(1) from a fresh bag draws one."""
+    bag = sampler.Bag(np.arange(3))
+    mask = np.ones(3, dtype=bool)
+    rng = np.random.default_rng(0)
+    first = bag.take(rng, 4, mask)
+    assert len(first) == 4 and sorted(first[:3]) == [0, 1, 2]
+    assert len(sampler.Bag(np.arange(3)).take(rng, 1, mask)) == 1

@@ -7,6 +7,7 @@ import pytest
 
 from support import ds_config
 from random_ltd import layer_tokens
+import scheduler
 from scheduler import CurriculumScheduler, RandomLTDScheduler
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "deepspeed_schedules.json")
@@ -120,7 +121,9 @@ def check_ltd(schedule, block_size=32):
     (cl(1, 10, "fixed_root", total_curriculum_step=5, difficulty_step=1), "missing root_degree"),
     (cl(1, 10, "fixed_linear", total_curriculum_step=0, difficulty_step=1), "total_curriculum_step in "
                                                                                "schedule_config is 0; it must be"),
-    (cl(1, 10, "custom"), "schedule_type 'custom' unknown"),  # a callable cannot come from a config
+    (cl(1, 10, "custom"), "custom schedule_config is missing pacing, total_curriculum_step, difficulty_step"),
+    (cl(1, 10, "custom", pacing="zigzag", total_curriculum_step=5, difficulty_step=1),
+     "custom pacing 'zigzag' unknown; known: smoothstep (add yours to scheduler.PACING)"),
 ])
 def test_bad_curriculum_config_is_one_line_at_the_boundary(config_, want):
     with pytest.raises(ValueError) as e:
@@ -140,3 +143,27 @@ def test_bad_random_ltd_config_is_one_line_at_the_boundary():
     good = {"min_value": 12, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}}
     check_ltd(good)
     assert RandomLTDScheduler(good).get_value(0) == 8
+
+
+def test_a_falling_schedule_at_max_on_its_first_step_holds_there():
+    """The search for the step at max starts at t = 1: [100, 50] with max_step [1], max 100 is at
+    max on step 1, so every later step holds 100 (the schedule alone falls to 50 from t = 2)."""
+    s = CurriculumScheduler(cl(10, 100, "fixed_discrete", difficulty=[100, 50], max_step=[1]))
+    assert [s.get_difficulty(t) for t in (1, 2, 3)] == [100, 100, 100]
+    fresh = CurriculumScheduler(s.config)  # asked from a later step first: the same
+    assert [fresh.get_difficulty(t) for t in (3, 2, 1)] == [100, 100, 100]
+
+
+def test_a_named_custom_pacing_function_worked_example():
+    """schedule_type custom with schedule_config pacing: a PACING function by name (a JSON config
+    can name it; a callable cannot come from one). smoothstep, 1..101 over 100 steps: t=25 -> 16, t=50 -> 51."""
+    s = CurriculumScheduler(cl(1, 101, "custom", pacing="smoothstep", total_curriculum_step=100, difficulty_step=1))
+    assert [s.get_difficulty(t) for t in (0, 25, 50, 100, 200)] == [1, 16, 51, 101, 101]
+    check_entry(s.config)  # accepted where a config enters
+
+
+def test_a_cyclic_custom_pacing_holds_at_max_from_its_first_peak(monkeypatch):
+    """Where a falling or cyclic function meets hold-at-max: max from its first peak on."""
+    monkeypatch.setitem(scheduler.PACING, "saw", lambda t, lo, hi, total, step: lo + (hi - lo) * (t % 3) // 2)
+    s = CurriculumScheduler(cl(0, 10, "custom", pacing="saw", total_curriculum_step=3, difficulty_step=1))
+    assert [s.get_difficulty(t) for t in range(1, 7)] == [5, 10, 10, 10, 10, 10]  # alone: 5, 10, 0, 5, 10, 0

@@ -15,6 +15,7 @@ import torch
 import data
 import model
 import sampler
+import scheduler
 import train
 from support import bins, compiling, prepare
 from support import index as support_index
@@ -25,6 +26,7 @@ TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_e
         "--device=cpu"]  # subtle: numbers compared bit for bit; test_launch.py and the smoke run take --device=auto
 CL = ["--cl_metric=vocab_rarity", "--cl_min=20", "--cl_max=100", "--cl_total_step=6", "--cl_difficulty_step=10",
       "--seqlen=truncate", "--seqlen_min=8", "--seqlen_step=4", "--seqlen_total_step=6"]
+SAMPLE = "sample (the model's text follows [prompt ends]):\n"
 LTD = ["--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4", "--ltd_require_steps=6"]
 
 
@@ -66,9 +68,10 @@ def test_cli_smoke_run(corpus, tmp_path):
     assert re.search(r"iter 4: loss \d\.\d{4}, lr \S+, \d+\.\dms\n", r.stdout) and "1 torch threads" in r.stdout
     assert "tok/s" in r.stdout and "fewer" not in r.stdout  # a dense run: no savings to report
     assert "tokens: 256 raw, 256 effective (dense: every token through every layer)" in r.stdout
-    assert "done: 4 steps" in r.stdout and "sample:" in r.stdout
+    assert "done: 4 steps" in r.stdout and SAMPLE in r.stdout
     first_line = data.decode(np.fromfile(os.path.join(corpus, "val.bin"), dtype=np.uint16)[:64]).split("\n")[0]
-    assert r.stdout.split("sample:\n")[1].startswith(first_line)  # starts from the corpus's own text, not "def "
+    assert r.stdout.split(SAMPLE)[1].startswith(first_line)  # starts from the corpus's own text, not "def "
+    assert r.stdout.split(SAMPLE)[1].startswith(first_line + "\n[prompt ends]")  # marked (it was not)
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
     assert ckpt["state"]["iter_num"] == 4 and ckpt["state"]["raw_tokens"] == 4 * 4 * 16 and "sampler" in ckpt
     assert sorted(os.listdir(tmp_path)) == ["ckpt.pt"]
@@ -216,10 +219,14 @@ def test_a_warmup_longer_than_the_budget_is_said(corpus, tmp_path, capsys):
     """3 steps of 64 tokens, warmup 9 steps: the LR never decays, and a note says so (it did not)."""
     train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=3",
                        "--warmup_iters=9"])
-    assert ("note: the LR schedule (warmup to 576, decay to 192 effective tokens) ends after this "
+    assert ("note: the LR schedule (warmup to 576, decay to 192 effective tokens) does not end before this "
             "run's budget (192): its last steps stay above min_lr") in capsys.readouterr().out
     train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'b'}", "--max_iters=3"])
-    assert "ends after this run's budget" not in capsys.readouterr().out
+    assert "does not end before this run's budget" not in capsys.readouterr().out
+    train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'c'}", "--max_iters=3",
+                       "--warmup_iters=3"])  # a warmup equal to the budget: no decay either (no note before)
+    assert ("note: the LR schedule (warmup to 192, decay to 192 effective tokens) does not end before this "
+            "run's budget (192): its last steps stay above min_lr") in capsys.readouterr().out
 
 
 def test_lr_under_max_tokens_without_lr_decay_iters(corpus, tmp_path):
@@ -374,7 +381,7 @@ def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, ca
     os.makedirs(other)
     (other / "a.txt").write_text("another corpus with other words in it, " * 400)
     prepare.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
-    line = main_error(capsys, *argv, "--resume", f"--data_dir={other / 'prep'}")
+    line = main_error(capsys, *argv, "--resume", "--max_iters=3", f"--data_dir={other / 'prep'}")
     assert "holds another corpus than the one the checkpoint trained on" in line
     line = main_error(capsys, *argv[:-1], "--ltd_require_steps=9", "--resume", "--learning_rate=1e-3")
     assert ("would change --learning_rate 0.003 -> 0.001, --ltd_require_steps 6 -> 9; drop those flags "
@@ -467,7 +474,8 @@ def test_index_dir_places_the_curriculum_index_and_the_summary_says_where(corpus
     train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path / 'out'}", "--max_iters=1",
                        f"--index_dir={tmp_path / 'idx'}", *CL[:5]])
     assert f"note: curriculum index in {tmp_path / 'idx'} (--index_dir" in capsys.readouterr().out
-    assert sorted(os.listdir(tmp_path / "idx" / "vocab_rarity")) == [
+    built = support_index.slot(str(tmp_path / "idx"), 16, "vocab_rarity")
+    assert sorted(os.listdir(os.path.join(built, "vocab_rarity"))) == [
         "index_to_metric.npy", "index_to_sample.npy", "info.json", "sample_to_metric.npy"]
 
 
@@ -514,8 +522,9 @@ def test_a_nanogpt_char_dataset_trains_and_samples_with_its_itos(tmp_path, capsy
     assert f"vocab {V};" in out
     val = np.fromfile(tmp_path / "nano" / "val.bin", dtype=np.uint16)
     first_line = "".join(itos[i] for i in val[:64]).split("\n")[0]
-    sample = out.split("sample:\n")[1]
-    assert sample.startswith(first_line) and len(sample.rstrip("\n")) >= len(first_line) + 20 - 1
+    sample = out.split(SAMPLE)[1]
+    assert sample.startswith(first_line + "\n[prompt ends]")
+    assert len(sample.rstrip("\n")) >= len(first_line + "\n[prompt ends]") + 20 - 1
     os.remove(tmp_path / "nano" / "meta.pkl")  # GPT-2 BPE ids: no decoder here, and one line says so
     train.main([*TINY[:7], f"--data_dir={tmp_path / 'nano'}", "--vocab_size=64", f"--out_dir={tmp_path / 'b'}",
                 "--max_iters=1", "--sample_tokens=20"])
@@ -578,3 +587,132 @@ def test_torchrun_resume_restores_each_ranks_own_generators(corpus, tmp_path):
     for rank in range(2):
         assert first[rank]["kept"] + second[rank]["kept"] == straight[rank]["kept"], f"rank {rank} kept tokens"
     assert first[0]["losses"] + second[0]["losses"] == straight[0]["losses"]
+
+
+def test_resuming_a_run_that_reached_its_budget_says_so_and_saves_nothing(corpus, tmp_path, capsys):
+    argv = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--eval_interval=2"]
+    train.main(argv)
+    before = os.stat(tmp_path / "ckpt.pt").st_mtime_ns
+    capsys.readouterr()
+    line = main_error(capsys, "--resume", f"--out_dir={tmp_path}")
+    assert line == (f"error: {tmp_path / 'ckpt.pt'} already reached this run's budget (iter 2); to "
+                    "train on, raise --max_iters or --max_tokens with --resume")
+    assert os.stat(tmp_path / "ckpt.pt").st_mtime_ns == before
+
+
+def test_resume_keeps_the_threads_of_the_run_or_the_ones_given(corpus, tmp_path, capsys):
+    threads = torch.get_num_threads()
+    try:
+        train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2",
+                           "--eval_interval=2", "--threads=1"])
+        torch.set_num_threads(2)
+        capsys.readouterr()
+        train.main(["--resume", f"--out_dir={tmp_path}", "--max_iters=3"])
+        assert "1 torch threads per process" in capsys.readouterr().out
+        train.main(["--resume", f"--out_dir={tmp_path}", "--max_iters=4", "--threads=2"])
+        assert "2 torch threads per process" in capsys.readouterr().out
+    finally:
+        torch.set_num_threads(threads)
+
+
+def cpu_sized(path, out):
+    """The Megatron-DeepSpeed config with only the sizes a CPU needs changed: layers (24 -> 4, the
+    dropping ones 1..2), batch (512 rows of 8 -> 8 of 4), lengths (2048 -> 32 tokens, schedules
+    of 110,000 and 200,000 steps -> 4). fp16, ZeRO, logging, metric names and paths stay."""
+    ds = json.load(open(path))
+    ds.update(train_batch_size=8, train_micro_batch_size_per_gpu=4)
+    ltd = ds["data_efficiency"]["data_routing"]["random_ltd"]
+    ltd.update(total_layer_num=4, random_ltd_layer_num=2, random_ltd_layer_id=[1, 2])
+    ltd["random_ltd_schedule"].update(min_value=16, max_value=32)
+    ltd["random_ltd_schedule"]["schedule_config"]["require_steps"] = 4
+    metrics = ds["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]
+    metrics["seqlen_truncate"].update(min_difficulty=16, max_difficulty=32)
+    for entry in metrics.values():
+        entry["schedule_config"]["total_curriculum_step"] = 4
+    json.dump(ds, open(out, "w"))
+    return str(out)
+
+
+def test_a_megatron_deepspeed_gpu_config_runs_on_a_cpu_in_float32(corpus, tmp_path, capsys):
+    """Every Megatron-DeepSpeed GPT config enables fp16: it was refused on CPU (after the index was
+    built), and --dtype=float32 was refused as a conflict. Now: float32 with one note."""
+    path = cpu_sized(os.path.join(ROOT, "tests", "fixtures", "ds_config_megatron_gpt_1.3B_cl_ltd.json"),
+                     tmp_path / "ds.json")
+    train.main([f"--config={path}", f"--data_dir={corpus}", f"--out_dir={tmp_path / 'o'}", "--n_layer=4",
+                "--n_head=2", "--n_embd=32", "--block_size=32", "--max_iters=4", "--eval_samples=8",
+                "--sample_tokens=0", "--device=cpu", f"--index_dir={tmp_path / 'idx'}"])
+    out = capsys.readouterr().out
+    assert ("note: --config's fp16.enabled asks for float16, a GPU precision: on this CPU the run trains "
+            "in float32") in out
+    assert "on cpu (float32)" in out and "fp16.loss_scale_window; fp16.hysteresis" in out
+    assert "random-LTD on layers [1, 2]" in out and "done: 4 steps" in out
+
+
+def test_a_refused_precision_builds_no_index_first(corpus, tmp_path, capsys):
+    """--dtype=float16 on a CPU was refused only after the curriculum index had been (re)built."""
+    line = main_error(capsys, *TINY, f"--data_dir={corpus}", f"--out_dir={tmp_path / 'o'}", *CL,
+                      "--dtype=float16", f"--index_dir={tmp_path / 'idx'}")
+    assert line.startswith("error: --dtype=float16 is for CUDA") and not os.path.exists(tmp_path / "idx")
+
+
+def test_a_custom_pacing_trains_and_resumes_by_name(corpus, tmp_path, capsys):
+    train.main(TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--eval_interval=2",
+                       "--cl_metric=vocab_rarity", "--cl_min=20", "--cl_schedule=custom", "--cl_pacing=smoothstep",
+                       "--cl_total_step=4", "--cl_difficulty_step=10"])
+    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
+    assert ckpt["settings"]["curricula"]["vocab_rarity"]["schedule_config"]["pacing"] == "smoothstep"
+    capsys.readouterr()
+    train.main(["--resume", f"--out_dir={tmp_path}", "--max_iters=4"])
+    out = capsys.readouterr().out
+    # smoothstep 20..100 over 4 steps at DeepSpeed's t + 1 = 1..4: 32 -> 30, 60, 87 -> 80, 100
+    assert "curriculum vocab_rarity (percentile): iter 1: 30, iter 2: 60, iter 3: 80, iter 4: 100" in out
+    assert "done: 2 steps (iter 2 -> 4)" in out
+
+
+def test_a_resume_whose_custom_pacing_is_gone_is_one_line(corpus, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(scheduler.PACING, "mine", lambda t, lo, hi, total, step: hi)
+    argv = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--eval_interval=2",
+                   "--cl_metric=vocab_rarity", "--cl_schedule=custom", "--cl_pacing=mine"]
+    train.main(argv)
+    monkeypatch.delitem(scheduler.PACING, "mine")
+    line = main_error(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=3")
+    assert line.endswith("custom pacing 'mine' unknown; known: smoothstep (add yours to scheduler.PACING)")
+
+
+def test_device_auto_without_a_gpu_says_so_for_a_gpu_sized_model(corpus, tmp_path, capsys, monkeypatch):
+    """The README's GPU command on a machine without one fell back to the CPU without a word."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    argv = TINY + [f"--data_dir={corpus}", "--max_iters=1", "--eval_samples=1", "--save_checkpoint=false"]
+    train.main(argv + [f"--out_dir={tmp_path / 'a'}", "--device=auto", "--n_embd=512"])  # 12.6M parameters
+    out = capsys.readouterr().out
+    assert ("note: --device=auto found no GPU: this 13M-parameter model trains on the CPU, slowly "
+            "(--device=cpu to mean it)") in out and "parameters on cpu (float32)" in out
+    train.main(argv + [f"--out_dir={tmp_path / 'b'}", "--device=cpu", "--n_embd=512"])
+    train.main(argv + [f"--out_dir={tmp_path / 'c'}", "--device=auto"])  # the small default model
+    assert "found no GPU" not in capsys.readouterr().out
+
+
+def test_the_summary_says_how_many_passes_over_the_train_split_the_run_makes(corpus, tmp_path, capsys):
+    """The default 1500 steps made 2.7 passes over a small train split without a word."""
+    n = len(data.SampleWindows(os.path.join(corpus, "train.bin"), 16))
+    argv = TINY + [f"--data_dir={corpus}", "--eval_samples=1", "--save_checkpoint=false"]
+    train.main(argv + [f"--out_dir={tmp_path / 'a'}", "--max_iters=2"])
+    assert f"budget: 2 steps, {8 / n:.2f} passes over the train split's {n:,} windows\n" in capsys.readouterr().out
+    steps = -(-n // 512) + 1  # one step more than a pass at 512 windows a step
+    train.main(argv + [f"--out_dir={tmp_path / 'b'}", "--max_iters=0", f"--max_tokens={steps * 512 * 16}",
+                       "--batch_size=512"])
+    assert (f"budget: {steps} steps, {steps * 512 / n:.2f} passes over the train split's {n:,} windows; "
+            "note: data repeats (add text, or shorten the run)\n") in capsys.readouterr().out
+
+
+def test_a_resume_on_another_corpus_is_refused_before_its_index_is_built(corpus, tmp_path, capsys):
+    argv = TINY + [f"--out_dir={tmp_path / 'o'}", "--max_iters=2", "--eval_interval=2", *CL[:5]]
+    train.main(argv + [f"--data_dir={corpus}"])
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.txt").write_text("another corpus with other words in it, " * 400)
+    prepare.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
+    line = main_error(capsys, *argv, "--resume", "--max_iters=3", f"--data_dir={other / 'prep'}",
+                      f"--index_dir={tmp_path / 'idx'}")
+    assert "holds another corpus than the one the checkpoint trained on" in line
+    assert not os.path.exists(tmp_path / "idx")  # it was built first, then refused
