@@ -172,22 +172,10 @@ def demo(data_dir="", block_size=128, k=2):
 
     bin_path = os.path.join(corpus_dir(data_dir), "train.bin")
     neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) pass 1
-    windows = data.SampleWindows(bin_path, block_size)
-    N = len(windows)
+    N = len(data.SampleWindows(bin_path, block_size))
     _, values = score_range((bin_path, block_size, ["vocab_rarity"], neg_log_p, 0, N))  # pass 2
     index_to_sample, index_to_metric = sort_index(values["vocab_rarity"])  # easiest first
-    print(f"{bin_path}: {N:,} windows of {block_size}+1 tokens, each scored by")
-    print("vocab_rarity = sum of -ln p(u) over its tokens u, p(u) from the train split's counts")
-    shown = (("easiest", range(k)), ("median", [N // 2]), ("hardest", range(N - 1, N - 1 - k, -1)))
-    for name, ranks in shown:
-        for rank in ranks:
-            i = index_to_sample[rank]
-            print(f"{name}: window {i}, vocab_rarity {index_to_metric[rank]:.1f}")
-            demos.show_text(data.decode(windows.get([i])))
-    print(f"vocab_rarity of the {N:,} windows (min {index_to_metric[0]:.1f}, "
-          f"median {index_to_metric[N // 2]:.1f}, max {index_to_metric[-1]:.1f}):")
-    demos.histogram(index_to_metric)
-    print("python -m support.index saves this sort for train.py (which also does on first use)")
+    demos.show_sorted_windows(bin_path, block_size, index_to_sample, index_to_metric, k)
 
 
 if __name__ == "__main__":

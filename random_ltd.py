@@ -122,25 +122,20 @@ def demo(B=2, T=64, r=16, n_layer=4, seed=0):
     """Kept positions of each layer for a batch of B samples of T tokens, r kept in the dropping
     layers 1 .. n_layer-2 (as model.py): a block that adds 1 runs through ltd_block_forward, and a
     position is marked # where it changed, . where it passed through."""
+    from support.demos import show_kept  # printing only
+
     ltd_layers = list(range(1, n_layer - 1))
     g = torch.Generator().manual_seed(seed)
     n = len(ltd_layers)
     idx = sample_kept_indices(n * B, T, r, g).view(n, B, r)  # all layers at once, as model.py
     every = torch.arange(T).expand(B, T)  # r = T: the first and last layers see every token
     x = torch.zeros(B, T, 1)  # (B, T, C = 1)
-    print(f"{B} samples of T = {T} tokens, {n_layer} layers; layers {ltd_layers} keep r = {r}")
+    outs = []  # (B, T, 1) per layer
     for layer in range(n_layer):
         kept = idx[ltd_layers.index(layer)] if layer in ltd_layers else every  # (B, r) or (B, T)
-        out = ltd_block_forward(lambda h: h + 1, x, kept)  # the block sees (B, r, 1)
-        for b in range(B):
-            marks = "".join("#" if v else "." for v in (out[b, :, 0] != x[b, :, 0]).tolist())
-            print(f"layer {layer} sample {b}  {marks}")
-    print(f"layer {ltd_layers[0]} sample 0 keeps positions {idx[0, 0].tolist()}")
-    print("(sorted: the kept tokens stay in order, so the plain causal mask over them is right)")
-    ltd = layer_tokens(B, T, r, n_layer, n)
-    dense = layer_tokens(B, T, None, n_layer, 0)
-    print(f"token-layers: {B} * ({T} * {n_layer - n} + {r} * {n}) = {ltd:,} of {dense:,} dense: "
-          f"{1 - ltd / dense:.1%} saved (layer_tokens)")
+        outs.append(ltd_block_forward(lambda h: h + 1, x, kept))  # the block sees (B, r, 1)
+    tokens = layer_tokens(B, T, r, n_layer, n), layer_tokens(B, T, None, n_layer, 0)  # LTD, dense
+    show_kept(x, outs, idx, ltd_layers, r, tokens)
 
 
 if __name__ == "__main__":

@@ -287,27 +287,21 @@ def seqlen_reshape(batch, L):
 def demo(data_dir="", block_size=128, steps=(0, 50, 150, 300, 450, 599, 1000), G=4):
     """Batches of G ids at steps of the example config's vocab_rarity curriculum (percentile 1..100,
     fixed_root over 600 steps), then what seqlen_truncate and seqlen_reshape make of a batch."""
-    from support.demos import corpus_index  # the default corpus and its index, built on first use
+    from support import demos  # printing, and the default corpus's index, built on first use
 
-    windows, index = corpus_index(data_dir, block_size, "vocab_rarity")
+    windows, index = demos.corpus_index(data_dir, block_size, "vocab_rarity")
     sc = {"total_curriculum_step": 600, "difficulty_step": 1, "root_degree": 2}
     entry = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
              "schedule_type": "fixed_root", "schedule_config": sc}  # examples/ds_config_cl_ltd
     sampler = CurriculumSampler(windows, G, {"vocab_rarity": entry}, index)
-    rank = np.argsort(index["vocab_rarity"]["index_to_sample"])  # rank[id]: 0 = the easiest
-    print(f"{sampler.N:,} windows; the batch of step t admits the easiest (N // 100) * d(t+1)")
-    print(" step  d(t+1)     pool  drawn ids (their rank, 0 = the easiest)")
+    shown = []  # (t, d(t+1), pool size, ids) of the steps shown
     for t in range(max(steps) + 1):
         ids = sampler.global_ids()  # step t's batch, without replacement within a pass
         if t in steps:
-            drawn = ", ".join(f"{i} ({rank[i]:,})" for i in ids)
-            d = sampler.difficulties(t)["vocab_rarity"]
-            print(f"{t:5d}  {d:6d}  {len(sampler.pool(t)):7,d}  {drawn}")
+            shown.append((t, sampler.difficulties(t)["vocab_rarity"], len(sampler.pool(t)), ids))
+    demos.show_batches(sampler.N, index["vocab_rarity"]["index_to_sample"], shown)
     batch = np.arange(9) + np.array([[0], [8]])  # windows 0 and 1 of tokens 0, 1, 2, ... (T = 8)
-    print(f"a batch: windows 0 and 1 (T = 8) of the token stream 0, 1, 2, ...\n{batch}")
-    print(f"seqlen_truncate(batch, 4): the first L+1 tokens\n{seqlen_truncate(batch, 4)}")
-    print(f"seqlen_reshape(batch, 4): T // L rows of L+1 tokens, overlapping by one\n"
-          f"{seqlen_reshape(batch, 4)}")
+    demos.show_seqlen(batch, seqlen_truncate(batch, 4), seqlen_reshape(batch, 4))
 
 
 if __name__ == "__main__":
