@@ -11,16 +11,17 @@ DeepSpeed data_efficiency section (support/ds_config.py reads that):
     ltd     = {"random_ltd_schedule": {...}, "random_ltd_layer_id": [...]} or None
 
 But:
-- every value is checked here or in ds_config.py, where it enters, in one line naming the fix;
+- every value is checked where it enters (support/checks.py, ds_config.py), in one line naming
+  the fix;
 - torch is not imported, so `python train.py --help` answers at once.
 """
 
-import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from sampler import SEQLEN_METRICS
 from scheduler import PACING
 from support import ds_config
+from support.checks import check, int_list
 from support.cli import given, opt, parse
 
 
@@ -116,56 +117,6 @@ def parse_args(argv):
         cfg = replace(cfg, **ds_config.apply_training(cfg, ds, given(argv)))
     check(cfg)
     return cfg
-
-
-def int_list(name, text):
-    """'1,2' -> [1, 2]; one line naming the flag otherwise."""
-    try:
-        return [int(x) for x in text.split(",")] if text else []
-    except ValueError:
-        raise ValueError(f"--{name}={text} must be comma-separated integers, "
-                         f"e.g. --{name}=1,2") from None
-
-
-def check(cfg):
-    """One line per bad value, naming the flag and the fix."""
-    for f in fields(cfg):
-        low, value = f.metadata["low"], getattr(cfg, f.name)
-        if low is None or value >= low:
-            continue
-        if low == 1:
-            raise ValueError(f"--{f.name}={value} must be at least 1")
-        what = "be positive" if low else "not be negative"
-        raise ValueError(f"--{f.name}={value} must {what}")
-    if cfg.max_iters == 0 and cfg.max_tokens == 0:
-        raise ValueError("--max_iters=0 and --max_tokens=0 would train without end; "
-                         "set one of them")
-    if cfg.n_embd % cfg.n_head:
-        raise ValueError(f"--n_head={cfg.n_head} does not divide --n_embd={cfg.n_embd}; "
-                         "pick n_embd a multiple of n_head")
-    if cfg.dropout >= 1:
-        raise ValueError(f"--dropout={cfg.dropout} must be below 1")
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
-        raise ValueError(f"--device={cfg.device} unknown; use auto, cpu, cuda or cuda:N")
-    if cfg.cl_schedule == "fixed_discrete" and cfg.cl_metric and not cfg.cl_discrete_difficulty:
-        raise ValueError("--cl_schedule=fixed_discrete needs --cl_discrete_difficulty=d1,d2,... "
-                         "and --cl_discrete_max_step=s1,...")
-    if cfg.cl_schedule == "custom" and cfg.cl_metric and cfg.cl_pacing not in PACING:
-        raise ValueError(f"--cl_schedule=custom needs --cl_pacing=NAME, one of {', '.join(PACING)} "
-                         f"(got {cfg.cl_pacing!r}); add yours to scheduler.PACING")
-    int_list("ltd_layers", cfg.ltd_layers)
-
-
-def precision_key(cfg):
-    """The DeepSpeed key that set cfg.dtype ("fp16.enabled"), or "" where --dtype (or its default)
-    did: a GPU recipe's precision falls back to float32 on a CPU (launch.resolve_dtype)."""
-    if not cfg.config:
-        return ""
-    try:
-        value, key = ds_config.training(ds_config.load(cfg.config)).get("dtype", (None, ""))
-    except ValueError:  # no --config, or its file is gone since (a --resume)
-        return ""
-    return key if value == cfg.dtype else ""
 
 
 def budget_steps(cfg, global_batch_size):

@@ -133,7 +133,7 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
 
 def setup(cfg, rank, local_rank, world_size, device, notes, saved=None):
     """-> (Run, the corpus's meta). saved: a checkpoint's settings, for a resumed run."""
-    dtype, note = launch.resolve_dtype(cfg.dtype, device, config.precision_key(cfg))
+    dtype, note = launch.resolve_dtype(cfg.dtype, device, config.ds_config.precision_key(cfg))
     notes += [note] if note else []  # subtle: refused or said before the corpus and index are built
     sampler, val_data, ltd, meta = setup_data(cfg, rank, local_rank, world_size, notes, saved)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank

@@ -141,6 +141,18 @@ def check_schema(obj, schema, where="the top level", top=False):
 # training keys -> our flags
 
 
+def precision_key(cfg):
+    """The DeepSpeed key that set cfg.dtype ("fp16.enabled"), or "" where --dtype (or its default)
+    did: a GPU recipe's precision falls back to float32 on a CPU (launch.resolve_dtype)."""
+    if not cfg.config:
+        return ""
+    try:
+        value, key = training(load(cfg.config)).get("dtype", (None, ""))
+    except ValueError:  # no --config, or its file is gone since (a --resume)
+        return ""
+    return key if value == cfg.dtype else ""
+
+
 def training(ds):
     """{flag: (value, DeepSpeed key)} for the training keys of ds that have a flag here.
 
