@@ -11,8 +11,7 @@ DeepSpeed data_efficiency section (support/ds_config.py reads that):
     ltd     = {"random_ltd_schedule": {...}, "random_ltd_layer_id": [...]} or None
 
 But:
-- every value is checked where it enters (support/checks.py, ds_config.py), in one line naming
-  the fix;
+- each value is checked where it enters (support/checks.py, ds_config.py), one line naming the fix;
 - torch is not imported, so `python train.py --help` answers at once.
 """
 
