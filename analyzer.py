@@ -34,6 +34,7 @@ import numpy as np
 from tqdm import tqdm
 
 import data
+from support.checks import check_no_nan
 from support.files import atomic_write
 from support.pool import parallel_map
 
@@ -143,11 +144,7 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=T
             for n, v in got.items():
                 values[n][start : start + len(v)] = v
             bar.update(len(v))
-    for n in names:
-        bad = np.flatnonzero(np.isnan(values[n]))
-        if len(bad):  # subtle: NaN has no place in a sorted order
-            raise ValueError(f"metric {n} gave NaN for {len(bad)} samples (first: {bad[0]}); "
-                             "make it return numbers")
+    check_no_nan(values)  # subtle: NaN has no place in a sorted order
     for n in names:
         os.makedirs(os.path.join(index_dir, n), exist_ok=True)
         arrays = (values[n], *sort_index(values.pop(n)))  # pop: free as we go

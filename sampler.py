@@ -34,6 +34,7 @@ from collections import namedtuple
 import numpy as np
 
 from scheduler import CurriculumScheduler
+from support.checks import empty_pool
 
 SEQLEN_METRICS = ("seqlen_truncate", "seqlen_reshape")  # batch transforms, not admission metrics
 
@@ -188,12 +189,7 @@ class CurriculumSampler:
         self.pool_difficulties = now
         self._join(added)
         if not self.mask.any():
-            ranges = "".join(f"; {c.name} ranges {c.index_to_metric[0]:.6g} .. "
-                             f"{c.index_to_metric[-1]:.6g} on this data"
-                             for c in self.curricula if c.difficulty_type == "value")
-            fix = "set the difficulties within it" if ranges else "raise min_difficulty"
-            raise ValueError(f"the curriculum admits no samples at step {self.step} ({d}){ranges}; "
-                             f"{fix}")
+            raise ValueError(empty_pool(self.step, d, self.curricula))
 
     def _join(self, added):
         """Newly admitted ids join the current pass (autoscale/domains.py: their domain's)."""

@@ -1,11 +1,14 @@
 """
 The checks of train.py's flags (config.TrainConfig): one ValueError line per bad value, naming the
 flag and the fix. config.parse_args runs them once, where the flags enter; a DeepSpeed file's
-curricula and random-LTD are checked in ds_config.py.
+curricula and random-LTD are checked in ds_config.py. Last, the two checks the concept files make
+at run time: a metric that gives NaN (analyzer.py), a curriculum that admits nothing (sampler.py).
 """
 
 import re
 from dataclasses import fields
+
+import numpy as np
 
 from scheduler import PACING
 
@@ -46,3 +49,26 @@ def check(cfg):
         raise ValueError(f"--cl_schedule=custom needs --cl_pacing=NAME, one of {', '.join(PACING)} "
                          f"(got {cfg.cl_pacing!r}); add yours to scheduler.PACING")
     int_list("ltd_layers", cfg.ltd_layers)
+
+
+# -----------------------------------------------------------------------------
+# run-time checks of the concept files
+
+
+def check_no_nan(values):
+    """{metric: (N,) values} of analyzer.build_index; one line naming a metric that gave NaN."""
+    for n, v in values.items():
+        bad = np.flatnonzero(np.isnan(v))
+        if len(bad):
+            raise ValueError(f"metric {n} gave NaN for {len(bad)} samples (first: {bad[0]}); "
+                             "make it return numbers")
+
+
+def empty_pool(step, d, curricula):
+    """The error of a curriculum that admits no samples at step (difficulties d) in sampler.py: the
+    range of each value metric on this data, and the fix."""
+    ranges = "".join(f"; {c.name} ranges {c.index_to_metric[0]:.6g} .. "
+                     f"{c.index_to_metric[-1]:.6g} on this data"
+                     for c in curricula if c.difficulty_type == "value")
+    fix = "set the difficulties within it" if ranges else "raise min_difficulty"
+    return f"the curriculum admits no samples at step {step} ({d}){ranges}; {fix}"
