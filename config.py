@@ -167,8 +167,8 @@ def from_flags(cfg, global_batch_size):
             sc = {"difficulty": int_list("cl_discrete_difficulty", cfg.cl_discrete_difficulty),
                   "max_step": int_list("cl_discrete_max_step", cfg.cl_discrete_max_step)}
         metrics[cfg.cl_metric] = {"difficulty_type": cfg.cl_difficulty_type,
-                                  "min_difficulty": whole(cfg.cl_min),
-                                  "max_difficulty": whole(cfg.cl_max),
+                                  "min_difficulty": ds_config.whole(cfg.cl_min),
+                                  "max_difficulty": ds_config.whole(cfg.cl_max),
                                   "schedule_type": cfg.cl_schedule, "schedule_config": sc}
     if cfg.seqlen:
         sc = {"total_curriculum_step": cfg.seqlen_total_step or max(1, int(0.4 * steps)),
@@ -186,7 +186,3 @@ def from_flags(cfg, global_batch_size):
                "random_ltd_layer_id": int_list("ltd_layers", cfg.ltd_layers)}
     return metrics, ltd
 
-
-def whole(x):
-    """A difficulty as DeepSpeed's configs write it: 20.0 -> 20, 0.5 -> 0.5."""
-    return int(x) if float(x).is_integer() else x

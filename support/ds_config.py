@@ -406,3 +406,8 @@ def need(d, keys, where):
     if missing:
         what = "it" if len(missing) == 1 else "them"
         raise ValueError(f"{where} is missing {', '.join(missing)}; add {what}")
+
+
+def whole(x):
+    """A difficulty as DeepSpeed's configs write it: 20.0 -> 20, 0.5 -> 0.5 (config.from_flags)."""
+    return int(x) if float(x).is_integer() else x
