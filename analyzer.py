@@ -164,10 +164,9 @@ def demo(data_dir="", block_size=128, k=2):
     """Score every window of data_dir's train.bin ("": the default corpus, prepared on first use)
     by vocab_rarity; print the k easiest, the median and the k hardest window, decoded, and the
     metric's histogram."""
-    from support import demos  # printing only
-    from support.prepare import corpus_dir
+    from support import demos  # printing, and the default corpus
 
-    bin_path = os.path.join(corpus_dir(data_dir), "train.bin")
+    bin_path = demos.train_bin(data_dir)
     neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) pass 1
     N = len(data.SampleWindows(bin_path, block_size))
     _, values = score_range((bin_path, block_size, ["vocab_rarity"], neg_log_p, 0, N))  # pass 2

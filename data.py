@@ -85,8 +85,5 @@ def load_splits(data_dir, block_size, vocab_size=None):
     return train, val, meta
 
 
-# -----------------------------------------------------------------------------
-
-
 if __name__ == "__main__":  # preparing a corpus is support code: a learner reads the windows above
     prepare.main()

@@ -14,6 +14,11 @@ from support.index import ensure_index
 from support.prepare import corpus_dir
 
 
+def train_bin(data_dir):
+    """data_dir's train.bin ("": the default corpus's, prepared on first use)."""
+    return os.path.join(corpus_dir(data_dir), "train.bin")
+
+
 def corpus_index(data_dir, block_size, name):
     """(windows, {name: index}) of data_dir's train.bin ("": the default corpus, prepared on first
     use), the metric's index built or checked as train.py does it (support/index.py)."""
