@@ -76,7 +76,7 @@ def test_reproduce_cases_budgets_and_lr_scaling():
 
 
 def test_a_100_percent_run_evaluates_for_the_curve_the_others_once():
-    """eval_interval = planned steps // EVALS at 100%: cpu 1200 // 8, CL + random-LTD 1500 // 8."""
+    """eval_interval = planned steps // EVALS at 100%: cpu 1200 // 8, the composition 1500 // 8."""
     cpu = reproduce.reproduce_cases(reproduce.SIZES["cpu"], seeds=(1,))
     interval = {(c[0], c[1]): parse_args(c[3]).eval_interval for c in cpu}
     assert interval["baseline", 1.0] == 150 and interval["CL_seqtru_voc + random-LTD", 1.0] == 187
@@ -84,7 +84,7 @@ def test_a_100_percent_run_evaluates_for_the_curve_the_others_once():
 
 
 def test_planned_steps_are_the_steps_measured_in_the_issue():
-    """The issue's runs (main at 7367470, cpu size): CL + random-LTD took 750, 975, 1200, 1500 steps
+    """The issue's runs (main at 7367470, cpu size): the composition took 750, 975, 1200, 1500 steps
     at 50, 65, 80 and 100%; RESULTS.md's grid: CL 1440 and 720, random-LTD 1380 and 690 at 100% and
     50%, the baseline 1200."""
     def steps(name, f):
@@ -98,8 +98,8 @@ def test_planned_steps_are_the_steps_measured_in_the_issue():
 
 
 def test_the_step_matched_baseline_takes_cl_ltds_steps_on_full_rows():
-    """cpu size: 13 rows of 128 tokens, 1477 steps at 100% against CL + random-LTD's 1500 (12 rows:
-    1600), the nearest whole batch; the test grid: 3 rows, 3 steps, as CL + random-LTD."""
+    """cpu size: 13 rows of 128 tokens, 1477 steps at 100% against the composition's 1500 (12 rows:
+    1600), the nearest whole batch; the test grid: 3 rows, 3 steps, as the composition."""
     assert reproduce.step_matched_batch(2_457_600, 128, 16, 1500) == 13
     cpu = reproduce.arm_args(reproduce.SIZES["cpu"], "step-matched baseline", 1.0, 2e-3)
     cfg = parse_args(cpu)
@@ -349,7 +349,7 @@ def tiny(corpus, out, *flags):
 @pytest.mark.slow
 def test_the_whole_pipeline_on_the_tiny_size(tiny_corpus, tmp_path, capsys):
     """python reproduce.py --size=tiny --jobs=2, two seeds: every run takes its planned steps, the
-    control as many as CL + random-LTD (within one), and the speedups, the text chart and the PNG
+    control as many as the composition (within one), and the speedups, the text chart and the PNG
     follow from the runs."""
     res = tiny(tiny_corpus, tmp_path, "--seeds=1,2", "--jobs=2")
     text = capsys.readouterr().out
@@ -371,7 +371,7 @@ def test_the_whole_pipeline_on_the_tiny_size(tiny_corpus, tmp_path, capsys):
         assert control["raw_tokens"] == control["effective_tokens"]  # full rows, nothing dropped
         row = rf"^step-matched baseline .* {100 * f:.0f}% .* {control['iter_num']} +13 "
         assert re.search(row, text, re.M)
-    # CL + random-LTD's speedup in effective tokens for seed 2, by hand from its runs
+    # the composition's speedup in effective tokens for seed 2, by hand from its runs
     base, cl_ltd = res["baseline", 1.0][1], [res["CL_seqtru_voc + random-LTD", f][1] for f in TINY_FRACTIONS]
     xs = [o["effective_tokens"] / base["effective_tokens"] for o in cl_ltd]
     losses = [o["val_loss"] for o in cl_ltd]
