@@ -113,7 +113,8 @@ LRS = {  # each arm's best peak LR at 100%, cpu size, two seeds (RESULTS.md, 5.1
     "random-LTD": 4e-3,
     COMPOSED: 4e-3,
     "step-matched baseline": 4e-3,
-    "CL_seqtru": 4e-3,  # of 2e-3 (one seed) and 4e-3 (5.5), as the next four (two seeds)
+    "CL_seqtru": 4e-3,  # of 2e-3 (one seed) and 4e-3 (5.5); the next four: 2e-3, 4e-3 (two
+    # seeds) and 1e-3 (seed 1337; 5.5)
     "CL_seqres": 2e-3,
     "CL_voc": 2e-3,
     "CL_seqres_voc": 2e-3,
