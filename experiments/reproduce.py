@@ -123,7 +123,6 @@ LRS = {  # each arm's best peak LR at 100%, cpu size, two seeds (RESULTS.md, 5.1
 EVALS = 8  # evaluations of a 100% run (the chart's curve); other budgets evaluate once, at the end
 RATIO_WIDTHS = ((3, 128), (10, 96), (30, 64), (100, 48), (300, 32))  # tokens/parameter -> n_embd
 RATIO_LRS = {  # a narrower model's LRs where they differ from LRS (the 128-wide model's)
-    300: {COMPOSED: 8e-3},  # the 32-wide model, of 4e-3 and 8e-3 at 100% (RESULTS.md, 5.6)
 }
 
 
