@@ -37,16 +37,16 @@ run evaluates EVALS times, for the chart: val loss against effective tokens at 1
 baseline's final loss as a line, and the speedups; printed as text, and saved as
 out_dir/<size>.png when matplotlib is installed.
 
-Each arm's peak LR comes from LRS (RATIO_LRS for a narrower model), or with --lrs from a
-sweep: every arm at 100% at each LR, then the budget sweep at each arm's best (its 100% runs are
-the sweep's own). --jobs N trains N runs at once, each in its own process with one torch thread
-(one GPU each on a GPU machine: cuda:k for worker k); the results equal --jobs=1's. Table 7's
-grid, 30 runs at fractions summing to 2.2 per arm and seed, took 73 min with --jobs=2 on a 2-core
-CPU (RESULTS.md, 5.2): a 100% run took 340-360 s two at a time, about 220 s alone, so two at once
-gain 1.3x, not 2x, and a shorter run costs more than its share (a 50% run about 215 s). The
+Each arm's peak LR comes from LRS (also the 32-wide model's, checked: RESULTS.md, 5.6), or with
+--lrs from a sweep: every arm at 100% at each LR, then the budget sweep at each arm's best (its
+100% runs are the sweep's own). --jobs N trains N runs at once, each in its own process with one
+torch thread (one GPU each on a GPU machine: cuda:k for worker k); the results equal --jobs=1's.
+Table 7's grid, 30 runs at fractions summing to 2.2 per arm and seed, took 73 min with --jobs=2 on
+a 2-core CPU (RESULTS.md, 5.2): a 100% run took 340-360 s two at a time, about 220 s alone, so two
+at once gain 1.3x, not 2x, and a shorter run costs more than its share (a 50% run about 215 s). The
 tokens-per-parameter study trains smaller models on more tokens (ratio = budget tokens /
-parameters). A budget above one pass over the train split is refused in one line
-(--allow_repeats overrides it): a second pass measures memorisation, not data efficiency.
+parameters). A budget above one pass over the train split is refused in one line (--allow_repeats
+overrides it): a second pass measures memorisation, not data efficiency.
 
 But:
 - byte-level text and models of 0.05M-20M parameters instead of GPT-3 1.3B on 300B tokens;
@@ -122,8 +122,6 @@ LRS = {  # each arm's best peak LR at 100%, cpu size, two seeds (RESULTS.md, 5.1
 }
 EVALS = 8  # evaluations of a 100% run (the chart's curve); other budgets evaluate once, at the end
 RATIO_WIDTHS = ((3, 128), (10, 96), (30, 64), (100, 48), (300, 32))  # tokens/parameter -> n_embd
-RATIO_LRS = {  # a narrower model's LRs where they differ from LRS (the 128-wide model's)
-}
 
 
 @dataclass
@@ -239,11 +237,11 @@ def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), lr_power=0.0
                     names=TABLES["7"], lrs=None):
     """The grid of a size spec: (arm, fraction, seed, train.py args) for each arm of names.
 
-    An arm's peak and final LR at fraction f are lrs[arm] (default: the spec's, else LRS)
-    times (1 / f) ** lr_power (0: none, which did best at CPU scale; 1: as the paper). A 100%
-    run evaluates about EVALS times (the chart's curve), the others once, at the end.
+    An arm's peak and final LR at fraction f are lrs[arm] (default LRS) times (1 / f) ** lr_power
+    (0: none, which did best at CPU scale; 1: as the paper). A 100% run evaluates about EVALS
+    times (the chart's curve), the others once, at the end.
     """
-    lrs = lrs or spec.get("lrs", LRS)
+    lrs = lrs or LRS
     cases = []
     for f in fractions:
         for name in (n for n in ARMS if n in names):
@@ -263,7 +261,7 @@ def ratio_spec(ratio, n_embd, n_layer=4, T=128, G=16, vocab=257):
              f"--batch_size={G}"]
     budget_steps = max(1, round(ratio * params / (G * T)))
     return {"model": model, "budget_steps": budget_steps, "eval_samples": 640, "params": params,
-            "ratio": ratio, "lrs": {**LRS, **RATIO_LRS.get(ratio, {})}}
+            "ratio": ratio}
 
 
 def check_one_pass(cases, data_dir, allow_repeats):
@@ -516,8 +514,7 @@ def grid(a):
     for T, metric in sorted(metrics):  # subtle: built here, once: runs at once would race
         index.ensure_index(os.path.join(d, "train.bin"), T, [metric], os.path.join(d, "index"))
     done = {}  # {a run's flags: its summary}
-    lr_source = {label: f"from {'RATIO_LRS' if spec.get('ratio') in RATIO_LRS else 'LRS'} in "
-                 "reproduce.py (--lrs=... sweeps them)" for label, spec in specs.items()}
+    lr_source = dict.fromkeys(specs, "from LRS in reproduce.py (--lrs=... sweeps them)")
     if lrs:
         swept = run_grid(sweeps, a, haves, done)
         for label, spec in specs.items():
@@ -526,8 +523,7 @@ def grid(a):
             best = {name: min(lrs, key=lambda lr: np.mean([o["val_loss"] for o in by_lr[name, lr]]))
                     for name in names}
             print_lr_sweep(label, lrs, by_lr, best)
-            plans[label] = reproduce_cases(spec, fracs, seeds, a.lr_power, names,
-                                           {**spec.get("lrs", LRS), **best})
+            plans[label] = reproduce_cases(spec, fracs, seeds, a.lr_power, names, {**LRS, **best})
             lr_source[label] = "its best from the LR sweep above"
     results = run_grid(plans, a, haves, done)
     print(f"\nreproduce: seeds {a.seeds}; torch {torch.__version__}, "

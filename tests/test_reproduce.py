@@ -325,18 +325,6 @@ def test_ratio_spec_sets_tokens_per_parameter():
     assert reproduce.ratio_spec(300, 32)["params"] < spec["params"] < reproduce.ratio_spec(3, 128)["params"]
 
 
-def test_a_narrower_model_trains_at_its_own_lr(monkeypatch):
-    """RATIO_LRS overrides LRS at its ratio only, for the arms it names, and the plan uses it."""
-    monkeypatch.setitem(reproduce.RATIO_LRS, 300, {reproduce.COMPOSED: 0.0123})
-    names = ("baseline", reproduce.COMPOSED)
-    lrs = {}
-    for ratio, width in ((300, 32), (3, 128)):
-        cases = reproduce.reproduce_cases(reproduce.ratio_spec(ratio, width), [1.0], [1], 0, names)
-        lrs[ratio] = {name: float(reproduce.flag(args, "learning_rate")) for name, _, _, args in cases}
-    assert lrs[300] == {"baseline": reproduce.LRS["baseline"], reproduce.COMPOSED: 0.0123}
-    assert lrs[3] == {name: reproduce.LRS[name] for name in names}
-
-
 @pytest.mark.parametrize("flag, why", [
     ("--fractions=0", "give numbers above 0"), ("--fractions=", "give numbers above 0"),
     ("--fractions=-1", "give numbers above 0"), ("--ratios=0", "give numbers above 0"),
