@@ -22,7 +22,7 @@ But:
   is its window number in data.py, so no sample identity is lost;
 - one .npy per output, memory-mappable, not one file per distinct value per worker;
 - both passes (token counts, then metrics) read contiguous ranges of the token file, never the
-  whole corpus, in worker processes when asked (support/index.py: the pool, and the info.json that
+  whole corpus, in worker processes when asked (services/index.py: the pool, and the info.json that
   makes a stale index rebuild itself).
 """
 
@@ -160,18 +160,56 @@ def load_index(index_dir, name):
 # demo: python analyzer.py scores a corpus and shows its easiest and hardest windows
 
 
-def demo(data_dir="", block_size=128, k=2):
-    """Score every window of data_dir's train.bin ("": the default corpus, prepared on first use)
-    by vocab_rarity; print the k easiest, the median and the k hardest window, decoded, and the
-    metric's histogram."""
-    from support import demos  # printing, and the default corpus
-
-    bin_path = demos.train_bin(data_dir)
+def metric_index(bin_path, block_size, name="vocab_rarity"):
+    """One metric's three arrays (KEYS) over bin_path's windows, scored and sorted in memory, no
+    file written: the demos' index (train.py's is build_index's, cached by services/index.py)."""
     neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) pass 1
     N = len(data.SampleWindows(bin_path, block_size))
-    _, values = score_range((bin_path, block_size, ["vocab_rarity"], neg_log_p, 0, N))  # pass 2
-    index_to_sample, index_to_metric = sort_index(values["vocab_rarity"])  # easiest first
-    demos.show_sorted_windows(bin_path, block_size, index_to_sample, index_to_metric, k)
+    _, values = score_range((bin_path, block_size, [name], neg_log_p, 0, N))  # pass 2
+    return dict(zip(KEYS, (values[name], *sort_index(values[name]))))
+
+
+def why(ids, neg_log_p):
+    """What makes a window easy or hard, in words: its commonest token and its bytes >= 128.
+    [32, 32, 97] -> 2 of its 3 tokens are ' ' (-ln p 1.7 each); 0 are bytes >= 128 (non-ASCII)"""
+    top = np.bincount(ids).argmax()
+    name = repr(chr(top)) if top < 128 else f"byte {top}"
+    return (f"{np.sum(ids == top)} of its {len(ids)} tokens are {name} (-ln p "
+            f"{neg_log_p[top]:.1f} each); {np.sum(ids >= 128)} are bytes >= 128 (non-ASCII)")
+
+
+def demo(data_dir="", block_size=128, k=2):
+    """Score every window of data_dir's train.bin ("": the default corpus, prepared on first use)
+    by vocab_rarity; print the k easiest, the median and the k hardest window, decoded, with what
+    makes them so, the head of the sorted index, and the metric's histogram."""
+    from support.demos import histogram, show_text  # text layout only
+    from support.prepare import corpus_dir
+
+    bin_path = os.path.join(corpus_dir(data_dir), "train.bin")
+    windows = data.SampleWindows(bin_path, block_size)
+    N = len(windows)
+    index = metric_index(bin_path, block_size)
+    index_to_sample, index_to_metric = index["index_to_sample"], index["index_to_metric"]
+    neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) for the captions
+    print(f"{bin_path}: {N:,} windows of {block_size}+1 tokens, each scored by")
+    print("vocab_rarity = sum of -ln p(u) over its tokens u, p(u) from the train split's counts")
+    shown = (("easiest", range(k)), ("median", [N // 2]), ("hardest", range(N - 1, N - 1 - k, -1)))
+    for name, ranks in shown:
+        for rank in ranks:
+            i = index_to_sample[rank]
+            print(f"{name}: window {i}, vocab_rarity {index_to_metric[rank]:.1f}")
+            show_text(data.decode(windows.get([i])))
+            print(f"    ^ {why(windows.get([i])[0], neg_log_p)}")
+    print("easy: made of the commonest tokens (in code, runs of spaces); hard: of the rarest")
+    print("(often non-ASCII text, 2-4 bytes >= 128 a character, shown as its file holds it)")
+    print(f"index_to_sample[:6] = {index_to_sample[:6].tolist()}  (window ids, easiest first)")
+    print(f"index_to_metric[:6] = {np.round(index_to_metric[:6], 2).tolist()}  (non-decreasing)")
+    print(f"vocab_rarity of the {N:,} windows (min {index_to_metric[0]:.1f}, "
+          f"median {index_to_metric[N // 2]:.1f}, max {index_to_metric[-1]:.1f}):")
+    histogram(index_to_metric)
+    print("python -m services.index saves this sort for train.py (which also does on first use)")
+    print("rebuild it yourself: exercises 1-3 in exercises/analyzer.py, then\n"
+          "    python -m pytest tests/test_exercises.py --mine -k 'ex01 or ex02 or ex03'")
 
 
 if __name__ == "__main__":

@@ -5,13 +5,14 @@ curricula and random-LTD it asks for.
 Every option is a TrainConfig field with its --help beside it; support/cli.py makes it a command
 line (`--key=value`, typed as declared, `--help`, unknown keys rejected, as nanochat; no exec
 configurator as in nanoGPT). The cl_*, seqlen* and ltd_* flags become the same dicts as a pasted
-DeepSpeed data_efficiency section (support/ds_config.py reads that):
+DeepSpeed data_efficiency section (services/ds_config.py reads that):
 
     metrics = {name: one DeepSpeed curriculum_metrics entry}  # min/max_difficulty, schedule_type
     ltd     = {"random_ltd_schedule": {...}, "random_ltd_layer_id": [...]} or None
 
 But:
-- each value is checked where it enters (support/checks.py, ds_config.py), one line naming the fix;
+- each value is checked where it enters (support/checks.py; here, the names scheduler.py defines;
+  ds_config.py), one line naming the fix;
 - torch is not imported, so `python train.py --help` answers at once.
 """
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from sampler import SEQLEN_METRICS
 from scheduler import PACING
-from support import ds_config
+from services import ds_config
 from support.checks import check, int_list
 from support.cli import given, opt, parse
 
@@ -115,6 +116,9 @@ def parse_args(argv):
         ds = ds_config.load(cfg.config)
         cfg = replace(cfg, **ds_config.apply_training(cfg, ds, given(argv)))
     check(cfg)
+    if cfg.cl_schedule == "custom" and cfg.cl_metric and cfg.cl_pacing not in PACING:
+        raise ValueError(f"--cl_schedule=custom needs --cl_pacing=NAME, one of {', '.join(PACING)} "
+                         f"(got {cfg.cl_pacing!r}); add yours to scheduler.PACING")
     return cfg
 
 

@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from support.bins import _n_tokens, load_meta
+from support.bins import load_meta, n_tokens
 from support import prepare
 from support.prepare import EOT  # ids 0..255 are bytes; EOT = 256 sits between documents
 
@@ -52,7 +52,7 @@ class SampleWindows:
     tokens = [0..9], T = 3 -> N = 3 samples: [0,1,2,3], [3,4,5,6], [6,7,8,9]"""
 
     def __init__(self, path, block_size):
-        n = _n_tokens(path)  # one line for a missing, empty or odd-length file
+        n = n_tokens(path)  # one line for a missing, empty or odd-length file
         self.path = path
         self.block_size = block_size
         if n < block_size + 1:

@@ -122,8 +122,6 @@ def demo(B=2, T=64, r=16, n_layer=4, seed=0):
     """Kept positions of each layer for a batch of B samples of T tokens, r kept in the dropping
     layers 1 .. n_layer-2 (as model.py): a block that adds 1 runs through ltd_block_forward, and a
     position is marked # where it changed, . where it passed through."""
-    from support.demos import show_kept  # printing only
-
     ltd_layers = list(range(1, n_layer - 1))
     g = torch.Generator().manual_seed(seed)
     n = len(ltd_layers)
@@ -134,8 +132,18 @@ def demo(B=2, T=64, r=16, n_layer=4, seed=0):
     for layer in range(n_layer):
         kept = idx[ltd_layers.index(layer)] if layer in ltd_layers else every  # (B, r) or (B, T)
         outs.append(ltd_block_forward(lambda h: h + 1, x, kept))  # the block sees (B, r, 1)
-    tokens = layer_tokens(B, T, r, n_layer, n), layer_tokens(B, T, None, n_layer, 0)  # LTD, dense
-    show_kept(x, outs, idx, ltd_layers, r, tokens)
+    print(f"{B} samples of T = {T} tokens, {n_layer} layers; layers {ltd_layers} keep r = {r}")
+    for layer, out in enumerate(outs):  # out (B, T, 1): # where the block changed x
+        for b in range(B):
+            marks = "".join("#" if v else "." for v in (out[b, :, 0] != x[b, :, 0]).tolist())
+            print(f"layer {layer} sample {b}  {marks}")
+    print(f"layer {ltd_layers[0]} sample 0 keeps positions {idx[0, 0].tolist()}")
+    print("(sorted: the kept tokens stay in order, so the plain causal mask over them is right)")
+    ltd, dense = layer_tokens(B, T, r, n_layer, n), layer_tokens(B, T, None, n_layer, 0)
+    print(f"token-layers: {B} * ({T} * {n_layer - n} + {r} * {n}) = {ltd:,} of {dense:,} dense: "
+          f"{1 - ltd / dense:.1%} saved (layer_tokens)")
+    print("rebuild it yourself: exercises 9-13 in exercises/random_ltd.py, then\n    python -m "
+          "pytest tests/test_exercises.py --mine -k 'ex09 or ex10 or ex11 or ex12 or ex13'")
 
 
 if __name__ == "__main__":

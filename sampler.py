@@ -29,6 +29,7 @@ But:
 - AutoScale's exact per-domain counts are a subclass (autoscale/domains.py) of this one.
 """
 
+import os
 from collections import namedtuple
 
 import numpy as np
@@ -282,22 +283,40 @@ def seqlen_reshape(batch, L):
 
 def demo(data_dir="", block_size=128, steps=(0, 50, 150, 300, 450, 599, 1000), G=4):
     """Batches of G ids at steps of the example config's vocab_rarity curriculum (percentile 1..100,
-    fixed_root over 600 steps), then what seqlen_truncate and seqlen_reshape make of a batch."""
-    from support import demos  # printing, and the default corpus's index, built on first use
+    fixed_root over 600 steps), each id with its rank, below the admitted pool's size; then what
+    seqlen_truncate and seqlen_reshape make of a batch."""
+    import analyzer  # the scores come from the stage below: analyzer.py, in memory
+    import data
+    from support.prepare import corpus_dir
 
-    windows, index = demos.corpus_index(data_dir, block_size, "vocab_rarity")
+    bin_path = os.path.join(corpus_dir(data_dir), "train.bin")
+    windows = data.SampleWindows(bin_path, block_size)
+    index = {"vocab_rarity": analyzer.metric_index(bin_path, block_size)}
     sc = {"total_curriculum_step": 600, "difficulty_step": 1, "root_degree": 2}
     entry = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
              "schedule_type": "fixed_root", "schedule_config": sc}  # examples/ds_config_cl_ltd
     sampler = CurriculumSampler(windows, G, {"vocab_rarity": entry}, index)
-    shown = []  # (t, d(t+1), pool size, ids) of the steps shown
+    rank = np.argsort(index["vocab_rarity"]["index_to_sample"])  # rank[id]: 0 = the easiest
+    print(f"{bin_path}: {sampler.N:,} windows sorted by vocab_rarity (analyzer.py)")
+    print("the batch of step t draws from the pool of the easiest (N // 100) * d(t+1): the ranks "
+          "0 .. pool-1")
+    print(" step  d(t+1)     pool  drawn ids (their rank, 0 = the easiest)")
     for t in range(max(steps) + 1):
         ids = sampler.global_ids()  # step t's batch, without replacement within a pass
-        if t in steps:
-            shown.append((t, sampler.difficulties(t)["vocab_rarity"], len(sampler.pool(t)), ids))
-    demos.show_batches(sampler.N, index["vocab_rarity"]["index_to_sample"], shown)
+        if t not in steps:
+            continue
+        pool = len(sampler.pool(t))
+        drawn = ", ".join(f"{i} ({rank[i]:,})" for i in ids)
+        inside = "every rank < pool" if max(rank[ids]) < pool else "OUTSIDE THE POOL"
+        print(f"{t:5d}  {sampler.difficulties(t)['vocab_rarity']:6d}  {pool:7,d}  {drawn}"
+              f"   {inside}")
     batch = np.arange(9) + np.array([[0], [8]])  # windows 0 and 1 of tokens 0, 1, 2, ... (T = 8)
-    demos.show_seqlen(batch, seqlen_truncate(batch, 4), seqlen_reshape(batch, 4))
+    print(f"a batch: windows 0 and 1 (T = 8) of the token stream 0, 1, 2, ...\n{batch}")
+    print(f"seqlen_truncate(batch, 4): the first L+1 tokens\n{seqlen_truncate(batch, 4)}")
+    print(f"seqlen_reshape(batch, 4): T // L rows of L+1 tokens, overlapping by one\n"
+          f"{seqlen_reshape(batch, 4)}")
+    print("rebuild them yourself: exercises 5-8 in exercises/sampler.py, then\n"
+          "    python -m pytest tests/test_exercises.py --mine -k 'ex05 or ex06 or ex07 or ex08'")
 
 
 if __name__ == "__main__":

@@ -168,7 +168,7 @@ def demo(max_iters=1500, steps=(1, 25, 50, 100, 150, 200, 300, 400, 500, 600, 75
     """d(t) of each schedule type and random-LTD's r(t) as train.py's flags set them for a run of
     max_iters steps (config.from_flags: difficulty 1..100 over 40% of it, root degree 2, kept
     length 32..128 over 60%); the fixed_discrete stages are an example."""
-    from support.demos import show_schedules  # printing only
+    from support.demos import table  # text layout only
 
     T = int(0.4 * max_iters)  # total_curriculum_step
     root = {"total_curriculum_step": T, "difficulty_step": 1, "root_degree": 2}
@@ -182,7 +182,14 @@ def demo(max_iters=1500, steps=(1, 25, 50, 100, 150, 200, 300, 400, 500, 600, 75
                                                   "seq_per_step": 8}})
     rows = [[t, *(c.get_difficulty(t) for c in curricula.values()), ltd.get_value(t)]
             for t in steps]
-    show_schedules(T, discrete, int(0.6 * max_iters), kinds, rows)
+    print(f"d(t): percentile difficulty 1..100 over total_curriculum_step {T} (fixed_root: "
+          f"root_degree 2;\n      fixed_discrete: {discrete['difficulty']} until steps "
+          f"{discrete['max_step']})\nr(t): random-LTD kept length 32..128 of T = 128 over "
+          f"require_steps {int(0.6 * max_iters)}, seq_per_step 8")
+    table(["step t", *kinds, "r(t)"], rows)
+    print("the batch of step t uses d(t+1) (DeepSpeed's sampler); random-LTD uses r(t)")
+    print("rebuild fixed_root yourself: exercise 4 in exercises/scheduler.py, then\n"
+          "    python -m pytest tests/test_exercises.py --mine -k ex04")
 
 
 if __name__ == "__main__":

@@ -48,10 +48,11 @@ from model import GPT, GPTConfig
 from random_ltd import layer_tokens
 from sampler import SEQLEN_METRICS, CurriculumSampler
 from scheduler import RandomLTDScheduler
-from support import checkpoint, launch, prepare, report
+from services import report
+from services.index import ensure_index, load_index
+from support import checkpoint, launch, prepare
 from support.bins import scan_bins
 from support.compiling import compile_count, compile_model
-from support.index import ensure_index, load_index
 from support.launch import print0
 
 # where the LR warmup ends and the cosine decay ends, and one dense step: in effective tokens
@@ -362,7 +363,7 @@ def train(cfg, given=None):
                                 f"{state['layer_tokens'] / cfg.n_layer:,.0f} effective tokens")
                 notes += more
             start = dict(state)
-            report.print_summary(run, meta, notes)
+            report.print_summary(run, meta, notes, config.budget_steps(cfg, run.sampler.G))
             out = train_loop(run, state, signals, ckpt_path)
     if cfg.compile:
         print0(f"torch.compile: {compile_count()} compilations")

@@ -7,7 +7,7 @@ How much sooner does each technique reach the baseline's quality? A budget sweep
     python reproduce.py --jobs=2 --lrs=2e-3,4e-3,8e-3  # each arm's best LR first, then the sweep
     python reproduce.py --jobs=2 --size=tiny           # the whole pipeline, tiny model: ~1 min
     python reproduce.py --jobs=8 --size=gpu --data_dir=data/installed --compile  # 8 GPUs
-    python -m autoscale.reproduce                      # AutoScale's data mixtures (its own file)
+    python -m experiments.autoscale                      # AutoScale's data mixtures (its own file)
 
 The arms carry the papers' names (DeepSpeed Data Efficiency, arXiv 2212.03597; random-LTD, arXiv
 2211.11586). --table=1 runs Table 1's curricula: CL_seqtru and CL_seqres (sequence length by
@@ -72,7 +72,8 @@ from model import GPT, GPTConfig
 from random_ltd import layer_tokens
 from sampler import SEQLEN_METRICS
 from scheduler import CurriculumScheduler, RandomLTDScheduler
-from support import index, prepare
+from services import index
+from support import prepare
 from support.cli import opt
 
 # --- the grid: sizes, arms, each arm's LR and train.py flags -------------------------------------

@@ -8,7 +8,7 @@ train.py runs for the experiments: one here, or N at once in their own processes
 
 Ctrl-C or SIGTERM stops run_all with GridStopped: the finished runs are kept, the running ones are
 stopped after their step, and the same command goes on from there. Shared by
-experiments/reproduce.py and autoscale/reproduce.py, with the one-pass refusal and the parsing of
+experiments/reproduce.py and experiments/autoscale.py, with the one-pass refusal and the parsing of
 their lists of numbers.
 """
 
@@ -109,10 +109,14 @@ def summary(out):
 
 def code_version():
     """What a finished run's numbers depend on: a sha256 of the code train.py runs (the top-level
-    .py files and support/) and torch's version. A run is reused only under the same."""
+    .py files, support/, services/ and autoscale/) and torch's version. A run is reused only under
+    the same."""
     h = hashlib.sha256(torch.__version__.encode())
-    for path in sorted(glob.glob(os.path.join(ROOT, "*.py"))
-                       + glob.glob(os.path.join(ROOT, "support", "*.py"))):
+    folders = ("support", "services", "autoscale")
+    paths = glob.glob(os.path.join(ROOT, "*.py"))
+    for folder in folders:
+        paths += glob.glob(os.path.join(ROOT, folder, "*.py"))
+    for path in sorted(paths):
         h.update(os.path.relpath(path, ROOT).encode())
         with open(path, "rb") as f:
             h.update(f.read())

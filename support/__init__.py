@@ -1,6 +1,6 @@
-"""What a learner never needs to open: launching and signals (launch.py), checkpoints and the run
-directory's lock (checkpoint.py), the DeepSpeed JSON mapping and its checks (ds_config.py), finding,
-writing and reading back corpora (corpus.py, prepare.py, bins.py), the curriculum index's cache and
-worker pool (index.py), torch.compile with changing shapes (compiling.py), what train.py prints
-besides its log lines (report.py), the command-line machinery (cli.py), atomic writes (files.py),
-the layout of the concept files' demos (demos.py)."""
+"""Helpers below the concept files, which import none of them: launching and signals (launch.py),
+checkpoints and the run directory's lock (checkpoint.py), finding, writing and reading back corpora
+(corpus.py, prepare.py, bins.py), the worker pool (pool.py), torch.compile with changing shapes
+(compiling.py), the flags' checks and the command-line machinery (checks.py, cli.py), atomic writes
+(files.py), the demos' text layout (demos.py). What builds on the concept files sits in
+services/."""

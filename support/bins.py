@@ -14,7 +14,7 @@ import pickle
 import numpy as np
 
 
-def _n_tokens(path):
+def n_tokens(path):
     """Tokens in a uint16 token file; one line naming the file if it is missing, empty or of odd
     length."""
     if not os.path.isfile(path):
@@ -40,7 +40,7 @@ def scan_bins(data_dir, vocab_size=1 << 16, chunk=1 << 20):
     for split in ("train", "val"):  # a mapping's pages count as this process's memory once touched
         path = os.path.join(data_dir, f"{split}.bin")
         # one line for a missing, empty or odd-length file
-        meta[f"{split}_tokens"] = _n_tokens(path)
+        meta[f"{split}_tokens"] = n_tokens(path)
         counts = np.zeros(1 << 16, dtype=np.int64)
         split_hash = hashlib.sha256()
         with open(path, "rb") as f:
@@ -114,7 +114,7 @@ def load_meta(data_dir, vocab_size=None):
         raise ValueError(f"{path} is not valid JSON ({e}); "
                          "prepare the corpus again (python data.py)") from None
     for split in ("train", "val"):
-        n = _n_tokens(os.path.join(data_dir, f"{split}.bin"))
+        n = n_tokens(os.path.join(data_dir, f"{split}.bin"))
         if meta.get(f"{split}_tokens", n) != n:
             raise ValueError(f"{os.path.join(data_dir, split + '.bin')} holds {n:,} tokens "
                              f"but {path} records {meta[split + '_tokens']:,}: "

@@ -1,7 +1,8 @@
 """
 The checks of train.py's flags (config.TrainConfig): one ValueError line per bad value, naming the
-flag and the fix. config.parse_args runs them once, where the flags enter; a DeepSpeed file's
-curricula and random-LTD are checked in ds_config.py. Last, the two checks the concept files make
+flag and the fix. config.parse_args runs them once, where the flags enter, with the one check that
+needs a concept file's names (--cl_pacing, scheduler.PACING); a DeepSpeed file's curricula and
+random-LTD are checked in services/ds_config.py. Last, the two checks the concept files make
 at run time: a metric that gives NaN (analyzer.py), a curriculum that admits nothing (sampler.py).
 """
 
@@ -9,8 +10,6 @@ import re
 from dataclasses import fields
 
 import numpy as np
-
-from scheduler import PACING
 
 
 def int_list(name, text):
@@ -45,9 +44,6 @@ def check(cfg):
     if cfg.cl_schedule == "fixed_discrete" and cfg.cl_metric and not cfg.cl_discrete_difficulty:
         raise ValueError("--cl_schedule=fixed_discrete needs --cl_discrete_difficulty=d1,d2,... "
                          "and --cl_discrete_max_step=s1,...")
-    if cfg.cl_schedule == "custom" and cfg.cl_metric and cfg.cl_pacing not in PACING:
-        raise ValueError(f"--cl_schedule=custom needs --cl_pacing=NAME, one of {', '.join(PACING)} "
-                         f"(got {cfg.cl_pacing!r}); add yours to scheduler.PACING")
     int_list("ltd_layers", cfg.ltd_layers)
 
 

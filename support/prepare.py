@@ -121,16 +121,21 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
         # the old corpus, or a failed build (and out_dir back if the second rename failed)
         _clean_up(out_dir)
     if verbose:
-        print(f"wrote {out_dir}: {len(kept)} documents, "
-              f"{meta['train_tokens']:,} train, {meta['val_tokens']:,} val")
-        for d, name in enumerate(names or []):
-            print(f"  domain {d} {name}: "
-                  f"{domain_tokens['train'][d]:,} train, {domain_tokens['val'][d]:,} val tokens")
-        for doc, to_val, to_train in cuts:
-            print(f"note: few documents: whole files would put far more than --val_fraction="
-                  f"{val_fraction:g} in val, so {doc.path} is cut at a line end: its first "
-                  f"{to_val:,} bytes in val, the other {to_train:,} in train (more files avoid it)")
+        _print_written(out_dir, meta, names, domain_tokens, cuts)
     return meta
+
+
+def _print_written(out_dir, meta, names, domain_tokens, cuts):
+    """What prepare wrote: documents and tokens per split and domain, and each document it cut."""
+    print(f"wrote {out_dir}: {meta['n_documents']} documents, "
+          f"{meta['train_tokens']:,} train, {meta['val_tokens']:,} val")
+    for d, name in enumerate(names or []):
+        print(f"  domain {d} {name}: "
+              f"{domain_tokens['train'][d]:,} train, {domain_tokens['val'][d]:,} val tokens")
+    for doc, to_val, to_train in cuts:
+        print(f"note: few documents: whole files would put far more than --val_fraction="
+              f"{meta['val_fraction']:g} in val, so {doc.path} is cut at a line end: its first "
+              f"{to_val:,} bytes in val, the other {to_train:,} in train (more files avoid it)")
 
 
 def corpus_dir(data_dir="", prepare_default=True):

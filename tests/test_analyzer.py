@@ -13,7 +13,7 @@ import pytest
 
 import analyzer
 import data
-from support import index as index_cache
+from services import index as index_cache
 from support import pool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -152,7 +152,7 @@ def test_unknown_metric_and_cli_errors(corpus, tmp_path):
     path, _ = corpus
     with pytest.raises(ValueError, match="unknown metric 'perplexity'; known: vocab_rarity, num_docs"):
         index_cache.ensure_index(path, 16, ["perplexity"], str(tmp_path / "i"))
-    cli = [sys.executable, "-m", "support.index", f"--data_dir={tmp_path}"]
+    cli = [sys.executable, "-m", "services.index", f"--data_dir={tmp_path}"]
     r = subprocess.run(cli + ["--metrics=nope"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "unknown metric 'nope'" in r.stderr
     r = subprocess.run(cli + ["--block_size=100000"], capture_output=True, text=True, cwd=ROOT)
@@ -290,7 +290,7 @@ def test_import_is_light():
 
 
 def test_the_command_line_says_the_index_is_up_to_date(domain_corpus, tmp_path, capsys):
-    """python -m support.index on a built index says so (python analyzer.py printed nothing)."""
+    """python -m services.index on a built index says so (python analyzer.py printed nothing)."""
     args = [f"--data_dir={domain_corpus}", "--block_size=16", f"--index_dir={tmp_path}", "--num_workers=1"]
     index_cache.main(args)
     capsys.readouterr()

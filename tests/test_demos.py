@@ -20,9 +20,8 @@ import data
 import random_ltd
 import sampler
 import scheduler
-from support import demos
-from support import index as index_cache
-from support import prepare
+from services import index as index_cache
+from support import demos, prepare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -81,6 +80,30 @@ def test_analyzer_demo_shows_the_easiest_median_and_hardest_windows(demo_corpus,
     assert max(len(b[4]) for b in bins) == 40
     assert all((len(b[4]) > 0) == (b[3] != "0") for b in bins)  # a non-empty bin shows
     assert f"{N:,} windows of 16+1 tokens" in out[0]
+    assert f"index_to_sample[:6] = {i2s[:6].tolist()}  (window ids, easiest first)" in out
+    assert f"index_to_metric[:6] = {np.round(i2m[:6], 2).tolist()}  (non-decreasing)" in out
+
+
+def test_analyzer_demo_says_what_makes_each_window_easy_or_hard(demo_corpus, capsys):
+    """Catches: a caption of another window than the one above it, counts of another token than the
+    window's commonest, a -ln p not the split's. By hand: why([32, 32, 97]) names ' ' twice."""
+    neg_log_p = np.full(257, 2.0)
+    neg_log_p[32] = 1.25
+    assert analyzer.why(np.array([32, 32, 97]), neg_log_p) == (
+        "2 of its 3 tokens are ' ' (-ln p 1.2 each); 0 are bytes >= 128 (non-ASCII)")
+    assert analyzer.why(np.array([194, 194, 97, 200]), neg_log_p).startswith(
+        "2 of its 4 tokens are byte 194 (-ln p 2.0 each); 3 are bytes >= 128")
+    analyzer.demo(demo_corpus, block_size=16, k=2)
+    out = capsys.readouterr().out.splitlines()
+    bin_path = os.path.join(demo_corpus, "train.bin")
+    windows = data.SampleWindows(bin_path, 16)
+    neg_log_p = analyzer.unigram_neg_log_p(analyzer.unigram_counts(bin_path))
+    heads = [j for j, line in enumerate(out) if re.match(r"(easiest|median|hardest): window", line)]
+    assert len(heads) == 5
+    for j in heads:
+        i = int(re.search(r"window (\d+)", out[j])[1])
+        caption = next(line for line in out[j + 1 :] if line.startswith("    ^ "))
+        assert caption == "    ^ " + analyzer.why(windows.get([i])[0], neg_log_p)
 
 
 def test_show_text_escapes_unprintables_and_keeps_the_width(capsys):
@@ -162,6 +185,7 @@ def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it(demo_corpu
         assert len(pairs) == 4 and len({i for i, _ in pairs}) == 4
         for i, r in pairs:
             assert int(r.replace(",", "")) == rank[int(i)] < pool  # one of the admitted easiest
+        assert drawn.endswith("   every rank < pool")
     assert pools == sorted(pools) and pools[0] < pools[-1] == N
 
 
@@ -173,7 +197,7 @@ def test_sampler_demo_seqlen_transforms_of_a_small_batch(demo_corpus, capsys):
     truncated = "[[ 0  1  2  3  4]\n [ 8  9 10 11 12]]"
     reshaped = "[[ 0  1  2  3  4]\n [ 4  5  6  7  8]\n [ 8  9 10 11 12]\n [12 13 14 15 16]]"
     assert f"seqlen_truncate(batch, 4): the first L+1 tokens\n{truncated}\n" in out
-    assert out.endswith(f"overlapping by one\n{reshaped}\n")
+    assert f"overlapping by one\n{reshaped}\nrebuild them yourself" in out
 
 
 # -----------------------------------------------------------------------------
@@ -219,8 +243,32 @@ def test_python_concept_file_runs_its_demo(name, demo_corpus, monkeypatch, capsy
     monkeypatch.setattr(prepare, "DEFAULT_DIR", demo_corpus)
     runpy.run_path(os.path.join(ROOT, f"{name}.py"), run_name="__main__")
     first = {"analyzer": f"{demo_corpus}/train.bin: ", "scheduler": "d(t): percentile",
-             "sampler": "built index vocab_rarity", "random_ltd": "2 samples of T = 64"}
-    assert capsys.readouterr().out.startswith(first[name])
+             "sampler": f"{demo_corpus}/train.bin: ", "random_ltd": "2 samples of T = 64"}
+    out = capsys.readouterr().out
+    assert out.startswith(first[name])
+    assert not os.path.exists(os.path.join(demo_corpus, "index"))  # no cache: the stage below
+
+
+@pytest.mark.parametrize("name, numbers", [("analyzer", (1, 2, 3)), ("scheduler", (4,)),
+                                           ("sampler", (5, 6, 7, 8)),
+                                           ("random_ltd", (9, 10, 11, 12, 13))])
+def test_each_demo_ends_with_the_exercises_that_rebuild_it(name, numbers, demo_corpus,
+                                                            monkeypatch, capsys):
+    """Catches: a hand-off to another file's exercises, a -k that selects none or others' tests.
+    The -k expression is run through pytest's own matcher against the exercises' test names."""
+    from _pytest.mark.expression import Expression
+
+    from exercises import EXERCISES
+
+    monkeypatch.setattr(prepare, "DEFAULT_DIR", demo_corpus)
+    runpy.run_path(os.path.join(ROOT, f"{name}.py"), run_name="__main__")
+    last = capsys.readouterr().out.splitlines()[-2:]
+    assert last[0].startswith("rebuild ") and f"exercises/{name}.py" in last[0]
+    k = re.fullmatch(r"    python -m pytest tests/test_exercises.py --mine -k '?([^']+)'?", last[1])
+    assert [n for n, module, _ in EXERCISES if module == name] == list(numbers)
+    tests = [f"test_ex{n:02d}" for n, _, _ in EXERCISES]
+    selected = [t for t in tests if Expression.compile(k[1]).evaluate(lambda w, t=t: w in t)]
+    assert selected == [f"test_ex{n:02d}" for n in numbers]
 
 
 def test_scheduler_and_random_ltd_demos_run_as_commands():
@@ -229,4 +277,4 @@ def test_scheduler_and_random_ltd_demos_run_as_commands():
     for name, last in (("scheduler.py", "random-LTD uses r(t)"), ("random_ltd.py", "saved")):
         r = subprocess.run([sys.executable, name], capture_output=True, text=True, cwd=ROOT,
                            env=env, timeout=120)
-        assert r.returncode == 0 and r.stderr == "" and last in r.stdout.splitlines()[-1]
+        assert r.returncode == 0 and r.stderr == "" and last in r.stdout.splitlines()[-3]

@@ -15,7 +15,7 @@ import torch
 from support import checkpoint
 from support import launch
 from experiments import reproduce
-from autoscale import reproduce as reproduce_autoscale
+from experiments import autoscale as reproduce_autoscale
 import test_reproduce
 import test_reproduce_autoscale
 import train

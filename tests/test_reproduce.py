@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import data
-from support import index as index_cache
+from services import index as index_cache
 from support import prepare
 from experiments import charts, reproduce, runs
 import train
@@ -559,15 +559,17 @@ def test_a_run_is_reused_only_with_its_flags_and_code(tmp_path, monkeypatch):
 
 
 def test_the_code_version_follows_the_training_code(tmp_path, monkeypatch):
-    """A changed top-level or support/ file changes it; the experiments' own code does not."""
-    for path in ("train.py", "support/launch.py", "experiments/reproduce.py"):
+    """A changed top-level, support/, services/ or autoscale/ file changes it; the experiments' own
+    code does not."""
+    trained = ("train.py", "support/launch.py", "services/index.py", "autoscale/domains.py")
+    for path in trained + ("experiments/reproduce.py",):
         os.makedirs(tmp_path / os.path.dirname(path), exist_ok=True)
         (tmp_path / path).write_text("x = 1\n")
     monkeypatch.setattr(runs, "ROOT", str(tmp_path))
     before = runs.code_version()
     (tmp_path / "experiments/reproduce.py").write_text("x = 2\n")
     assert runs.code_version() == before
-    for path in ("train.py", "support/launch.py"):
+    for path in trained:
         (tmp_path / path).write_text("x = 3\n")
         assert runs.code_version() != before
         before = runs.code_version()

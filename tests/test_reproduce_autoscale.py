@@ -10,7 +10,7 @@ import pytest
 import config
 import data
 from support import prepare
-from autoscale import reproduce as rs
+from experiments import autoscale as rs
 from autoscale.domains import window_domains
 from autoscale.mixture import ddo_optimum, fit_power_law, power_law
 
@@ -106,7 +106,7 @@ def test_the_printout_lists_the_fits_prediction_and_three_weightings_with_their_
 
 
 def test_the_plan_and_each_run_give_the_time_left(capsys, monkeypatch):
-    """python -m autoscale.reproduce (20 minutes at its defaults) said nothing of how long it takes."""
+    """python -m experiments.autoscale (20 minutes at its defaults) said nothing of how long it takes."""
     now = [0.0]
     monkeypatch.setattr(rs.time, "time", lambda: now[0])
 
@@ -133,7 +133,7 @@ def test_a_stopped_run_does_not_offer_a_resume_the_command_lacks(capsys, monkeyp
         rs.main([])
     err = capsys.readouterr().err
     assert e.value.code == 1 and err == ("stopped by SIGTERM at iter 9 in one of the runs; python -m "
-                                         "autoscale.reproduce has no --resume: run the command again to "
+                                         "experiments.autoscale has no --resume: run the command again to "
                                          "start over\n")
 
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from support import ds_config
+from services import ds_config
 from random_ltd import layer_tokens
 import scheduler
 from scheduler import CurriculumScheduler, RandomLTDScheduler

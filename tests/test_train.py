@@ -18,7 +18,7 @@ import sampler
 import scheduler
 import train
 from support import bins, compiling, prepare
-from support import index as support_index
+from services import index as support_index
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_embd=32", "--eval_samples=8",

@@ -1,8 +1,8 @@
 """
-AutoScale end to end (Kang et al., arXiv 2407.20177; the maths is mixture.py's) with train.py, on a
-corpus of m domains (data.py --domain; the default corpus has code, tests and prose):
+AutoScale end to end (Kang et al., arXiv 2407.20177; the maths is autoscale/mixture.py's) with
+train.py, on a corpus of m domains (data.py --domain; the default corpus has code, tests and prose):
 
-    python -m autoscale.reproduce --n1=150000 --n2=300000 --t=2 --seeds=1,2  # the defaults: 20 runs
+    python -m experiments.autoscale --n1=150000 --n2=300000 --t=2 --seeds=1,2  # defaults: 20 runs
 
     at N1 and at N2 tokens: 2m + 1 runs (the first seed), weights = amounts / total, budget = total;
         the fits; DDO (sum x = m, x_i >= lower) -> n1, n2 = x * N / m tokens per domain
@@ -265,9 +265,9 @@ def experiment(a):
 
 def main(argv=None):
     try:
-        return cli(experiment, AutoScaleConfig, "-m autoscale.reproduce", __doc__, argv)
+        return cli(experiment, AutoScaleConfig, "-m experiments.autoscale", __doc__, argv)
     except launch.Stopped as e:  # subtle: train.py's line offers a --resume this command lacks
-        print(f"{str(e).split(';')[0]} in one of the runs; python -m autoscale.reproduce has no "
+        print(f"{str(e).split(';')[0]} in one of the runs; python -m experiments.autoscale has no "
               "--resume: run the command again to start over", file=sys.stderr)
         sys.exit(1)
 

@@ -17,14 +17,13 @@ import os
 import numpy as np
 import torch
 
-import config
 import data
 from support.launch import print0
 
 
-def print_summary(run, meta, notes):
+def print_summary(run, meta, notes, dense_steps):
     """The start-up summary: data, model, batch, LR, the budget's steps and passes over the train
-    split, the domain mix, notes, the schedules."""
+    split, the domain mix, notes, the schedules at a few of the budget's dense_steps."""
     cfg, G, train_data = run.cfg, run.sampler.G, run.sampler.windows
     lr = run.lr_schedule
     accum = G // (cfg.batch_size * run.world_size)
@@ -50,8 +49,8 @@ def print_summary(run, meta, notes):
                "the CPU, slowly (--device=cpu to mean it)")
     for note in notes:
         print0(f"note: {note}")
-    budget = config.budget_steps(cfg, G)
-    iters = sorted({1, budget // 4, budget // 2, 3 * budget // 4, budget} - {0})  # iter N: step N-1
+    n = dense_steps  # config.budget_steps: the schedules run over these
+    iters = sorted({1, n // 4, n // 2, 3 * n // 4, n} - {0})  # iter N: step N-1
     for name, sched in run.sampler.schedules.items():
         at = ", ".join(f"iter {n}: {run.sampler.difficulties(n - 1)[name]}" for n in iters)
         print0(f"curriculum {name} ({sched.config.get('difficulty_type')}): {at}")

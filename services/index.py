@@ -1,7 +1,7 @@
 """
 The curriculum index's cache: analyzer.py's index, built once and rebuilt whenever it is stale.
 
-    python -m support.index --metrics=vocab_rarity  # build or check an index before training
+    python -m services.index --metrics=vocab_rarity  # build or check an index before training
 
 One index per block size and per version of each metric, so runs with different ones do not evict
 each other's (analyzer.py's layout below each):
@@ -151,7 +151,7 @@ class AnalyzeConfig:
 def main(argv=None):
     try:
         argv = sys.argv[1:] if argv is None else argv
-        a = parse(AnalyzeConfig, argv, "-m support.index", analyzer.__doc__.split("\n")[1])
+        a = parse(AnalyzeConfig, argv, "-m services.index", analyzer.__doc__.split("\n")[1])
         data_dir = corpus_dir(a.data_dir)
         index_dir = a.index_dir or os.path.join(data_dir, "index")
         names = a.metrics.split(",")
