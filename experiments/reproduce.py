@@ -5,6 +5,7 @@ How much sooner does each technique reach the baseline's quality? A budget sweep
     python reproduce.py --jobs=2 --table=1 --fractions=0.7,1   # Table 1: the curriculum metrics
     python reproduce.py --jobs=2 --table=ratio --fractions=0.7,1  # at 3, 30, 300 tokens/param
     python reproduce.py --jobs=2 --lrs=2e-3,4e-3,8e-3  # each arm's best LR first, then the sweep
+    python reproduce.py --jobs=2 --ratios=300 --fractions=1 --cl_fracs=0.2,0.4,0.8  # CL lengths
     python reproduce.py --jobs=2 --size=tiny           # the whole pipeline, tiny model: ~1 min
     python reproduce.py --jobs=8 --size=gpu --data_dir=data/installed --compile  # 8 GPUs
     python -m autoscale.reproduce                      # AutoScale's data mixtures (its own file)
@@ -18,7 +19,9 @@ step-matched baseline: full-length rows in a smaller batch that takes as many op
 the composition on the same tokens (short sequences and dropped tokens make a step cheaper, so
 the curriculum arms take more, smaller steps; the control tells "curriculum" from "more steps").
 --table=ratio runs the baseline and the composition at several tokens per parameter. --cases
-picks any arms instead.
+picks any arms instead. --cl_fracs, --cl_starts, --ltd_fracs and --ltd_starts make the method's
+own settings grid axes (every combination runs; today's: 0.4, 1:max(8, T // 16), 0.6 and
+max(8, T // 16)); an arm run with other settings than today's is named with them.
 
 A grid goes on where it stopped: each finished run leaves summary.json beside its train.log, and
 the same command reuses every run finished with the same flags and training code (it says how
