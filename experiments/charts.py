@@ -13,8 +13,9 @@ MARKS = {  # the text chart's letters
 }
 
 
-def text_chart(curves, target, width=60, height=15):
-    """Points (x, y) of each curve on a width x height grid, its letter from MARKS, target as '-'.
+def text_chart(curves, target, width=60, height=15, marks=None):
+    """Points (x, y) of each curve on a width x height grid, its letter from marks (MARKS), target
+    as '-'.
 
     y runs from the highest value (top row) to the lowest, x from 0 to the largest; a point
     overwrites the target line and later curves (the baseline, first, stays on top).
@@ -30,6 +31,7 @@ def text_chart(curves, target, width=60, height=15):
     top, bottom = max(ys), min(ys)
     right = max(x for pts in curves.values() for x, _ in pts)
     grid = [[" "] * width for _ in range(height)]
+    marks = marks or MARKS
 
     def row(y):
         return round((top - y) / ((top - bottom) or 1) * (height - 1))  # the top row: the highest
@@ -37,7 +39,7 @@ def text_chart(curves, target, width=60, height=15):
     grid[row(target)] = ["-"] * width
     for name, pts in reversed(curves.items()):  # the first curve drawn last, on top
         for x, y in pts:
-            grid[row(y)][round(x / (right or 1) * (width - 1))] = MARKS[name]
+            grid[row(y)][round(x / (right or 1) * (width - 1))] = marks[name]
     lines = [f"{top - r * (top - bottom) / (height - 1):9.4f} |" + "".join(cells).rstrip()
              for r, cells in enumerate(grid)]
     end = f"{right:,.0f}"

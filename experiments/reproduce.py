@@ -5,6 +5,7 @@ How much sooner does each technique reach the baseline's quality? A budget sweep
     python reproduce.py --jobs=2 --table=1 --fractions=0.7,1   # Table 1: the curriculum metrics
     python reproduce.py --jobs=2 --table=ratio --fractions=0.7,1  # at 3, 30, 300 tokens/param
     python reproduce.py --jobs=2 --lrs=2e-3,4e-3,8e-3  # each arm's best LR first, then the sweep
+    python reproduce.py --jobs=2 --ratios=300 --fractions=1 --cl_fracs=0.2,0.4,0.8  # CL lengths
     python reproduce.py --jobs=2 --size=tiny           # the whole pipeline, tiny model: ~1 min
     python reproduce.py --jobs=8 --size=gpu --data_dir=data/installed --compile  # 8 GPUs
     python -m experiments.autoscale                      # AutoScale's data mixtures (its own file)
@@ -18,7 +19,9 @@ step-matched baseline: full-length rows in a smaller batch that takes as many op
 the composition on the same tokens (short sequences and dropped tokens make a step cheaper, so
 the curriculum arms take more, smaller steps; the control tells "curriculum" from "more steps").
 --table=ratio runs the baseline and the composition at several tokens per parameter. --cases
-picks any arms instead.
+picks any arms instead. --cl_fracs, --cl_starts, --ltd_fracs and --ltd_starts make the method's
+own settings grid axes (every combination runs; today's: 0.4, 1:max(8, T // 16), 0.6 and
+max(8, T // 16)); an arm run with other settings than today's is named with them.
 
 A grid goes on where it stopped: each finished run leaves summary.json beside its train.log, and
 the same command reuses every run finished with the same flags and training code (it says how
@@ -55,6 +58,8 @@ But:
 - no LR scaling for cut budgets by default (--lr_power=1 gives the paper's scaling).
 """
 
+import fractions
+import itertools
 import json
 import math
 import os
@@ -123,6 +128,51 @@ LRS = {  # each arm's best peak LR at 100%, cpu size, two seeds (RESULTS.md, 5.1
 }
 EVALS = 8  # evaluations of a 100% run (the chart's curve); other budgets evaluate once, at the end
 RATIO_WIDTHS = ((3, 128), (10, 96), (30, 64), (100, 48), (300, 32))  # tokens/parameter -> n_embd
+CL_FRAC = 0.4  # the curricula's length, a fraction of the dense budget (train.py's default)
+LTD_FRAC = 0.6  # random-LTD's ramp of the kept length (train.py's default)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The method's own settings, an arm's grid axes (issue 42). Today's: the curricula over 40%
+    of the dense budget from the easiest 1% and length max(8, T // 16); the kept length ramps over
+    60% from max(8, T // 16). cl_len, ltd_start 0 = max(8, T // 16)."""
+    cl_frac: float = CL_FRAC
+    cl_pct: float = 1.0
+    cl_len: int = 0
+    ltd_frac: float = LTD_FRAC
+    ltd_start: int = 0
+
+
+def settings_label(name, s, T):
+    """The settings of arm name that differ from today's, as its row names them ('' = today's).
+
+    Settings(cl_frac=0.2, ltd_start=32) at T 128: the composition 'cl_frac=0.2, ltd_start=32',
+    CL_seqtru_voc 'cl_frac=0.2', the baseline ''."""
+    short = max(8, T // 16)
+    parts = []
+    if "CL" in name or name == "step-matched baseline":  # the control matches the composition
+        if s.cl_frac != CL_FRAC:
+            parts.append(f"cl_frac={s.cl_frac:g}")
+        if (s.cl_pct, s.cl_len or short) != (1.0, short):
+            parts.append(f"cl_start={s.cl_pct:g}:{s.cl_len or short}")
+    if "LTD" in name or name == "step-matched baseline":
+        if s.ltd_frac != LTD_FRAC:
+            parts.append(f"ltd_frac={s.ltd_frac:g}")
+        if (s.ltd_start or short) != short:
+            parts.append(f"ltd_start={s.ltd_start}")
+    return ", ".join(parts)
+
+
+def arm_title(name, s, T):
+    """'CL_seqtru_voc + random-LTD [cl_frac=0.2]': the arm and its settings; today's: the arm."""
+    label = settings_label(name, s, T)
+    return f"{name} [{label}]" if label else name
+
+
+def base_arm(title):
+    """'CL_seqtru_voc + random-LTD [cl_frac=0.2]' -> 'CL_seqtru_voc + random-LTD'."""
+    return title.split(" [")[0]
 
 
 @dataclass
@@ -142,6 +192,12 @@ class GridConfig:
     cases: str = opt("", 'comma-separated arms, baseline (the reference) among them; "" = the '
                      f"table's; any of {', '.join(ARMS)}")
     ratios: str = opt("", "tokens per parameter: baseline and the composition at each, not --size")
+    cl_fracs: str = opt(f"{CL_FRAC:g}", "the curricula's length(s), fractions of the dense budget")
+    cl_starts: str = opt("", "the curricula's start(s), percentile:length, e.g. 0.25:4,4:32; "
+                         '"" = 1:max(8, T // 16)')
+    ltd_fracs: str = opt(f"{LTD_FRAC:g}", "random-LTD's ramp length(s), fractions of the budget")
+    ltd_starts: str = opt("", 'random-LTD\'s first kept length(s) in tokens, e.g. 4,32; "" = '
+                          "max(8, T // 16); each settings list an axis: every combination runs")
     fresh: bool = opt(False, "run every run again, even those out_dir holds finished")
     jobs: int = opt(1, "runs at once, each its own process: one thread each (CPU), a GPU each")
     allow_repeats: bool = opt(False, "allow budgets above one pass over the train split")
@@ -191,13 +247,15 @@ def step_matched_batch(tokens, T, G, steps):
     return min(range(1, G + 1), key=lambda b: abs(math.ceil(tokens / (b * T)) - steps))
 
 
-def arm_args(spec, name, f, lr):
+def arm_args(spec, name, f, lr, s=Settings()):
     """train.py flags of one arm at budget fraction f and peak LR lr (no seed, no eval interval).
 
-    The budget is f * budget_steps dense steps of G rows of T tokens. The curricula run over the
-    first 40% of its dense steps, random-LTD's kept length over 60% (train.py's defaults). The
-    names are the paper's: seqtru / seqres = sequence-length truncation / reshape, voc =
-    vocabulary rarity (fixed_root, degree 2, as Megatron-DeepSpeed's GPT scripts).
+    The budget is f * budget_steps dense steps of G rows of T tokens. The method's settings s
+    (default: today's): the curricula run over the first 40% of its dense steps, random-LTD's
+    kept length over 60% (train.py's defaults, so no flag says so); a changed length is given as
+    steps (int(fraction * dense steps), as train.py). The names are the paper's: seqtru / seqres
+    = sequence-length truncation / reshape, voc = vocabulary rarity (fixed_root, degree 2, as
+    Megatron-DeepSpeed's GPT scripts).
     """
     T = int(flag(spec["model"], "block_size"))
     G = int(flag(spec["model"], "batch_size"))
@@ -205,16 +263,22 @@ def arm_args(spec, name, f, lr):
     tokens = steps * G * T
     rows = G
     if name == "step-matched baseline":  # full-length rows, as many steps as the composition's
-        composed = planned_steps(arm_args(spec, COMPOSED, f, lr))
+        composed = planned_steps(arm_args(spec, COMPOSED, f, lr, s))
         rows = step_matched_batch(tokens, T, G, composed)
     warmup = max(1, round(max(1, steps // 50) * G / rows))  # the same tokens for any batch
-    voc = metric_flags("vocab_rarity")
-    tru = seqlen_flags("truncate", T)
-    res = seqlen_flags("reshape", T)
-    ltd = ["--random_ltd", f"--ltd_min={max(8, T // 16)}", "--ltd_seq_per_step=8"]
+    short = max(8, T // 16)
+    cl_steps = max(1, int(s.cl_frac * steps))
+    cl = [f"--cl_total_step={cl_steps}"] if s.cl_frac != CL_FRAC else []
+    length = [f"--seqlen_total_step={cl_steps}"] if s.cl_frac != CL_FRAC else []
+    voc = metric_flags("vocab_rarity", s.cl_pct) + cl
+    tru = seqlen_flags("truncate", T, s.cl_len or short) + length
+    res = seqlen_flags("reshape", T, s.cl_len or short) + length
+    ltd = ltd_flags(s.ltd_start or short)
+    if s.ltd_frac != LTD_FRAC:
+        ltd += [f"--ltd_require_steps={max(1, int(s.ltd_frac * steps))}"]
     extra = {"baseline": [], "CL_seqtru": tru, "CL_seqres": res, "CL_voc": voc,
              "CL_seqtru_voc": voc + tru, "CL_seqres_voc": voc + res,
-             "CL_compress": metric_flags("compression"), "random-LTD": ltd,
+             "CL_compress": metric_flags("compression", s.cl_pct) + cl, "random-LTD": ltd,
              COMPOSED: voc + tru + ltd, "step-matched baseline": [f"--batch_size={rows}"]}
     return spec["model"] + [
         f"--max_tokens={tokens}", "--max_iters=0", f"--learning_rate={lr!r}",
@@ -223,33 +287,53 @@ def arm_args(spec, name, f, lr):
         "--save_checkpoint=false"] + extra[name]
 
 
-def metric_flags(metric):
-    """A difficulty curriculum: the easiest 1% of the samples at first, all of them at 40%."""
-    return [f"--cl_metric={metric}", "--cl_min=1", "--cl_max=100", "--cl_schedule=fixed_root",
+def metric_flags(metric, pct=1.0):
+    """A difficulty curriculum: the easiest pct% of the samples at first (1), all of them at 40%.
+
+    Percentiles are whole numbers (DeepSpeed's), so a fractional start refines the scale: 0.25% =
+    1 of 400 (--cl_min=1 --cl_max=400), 4% = 4 of 100."""
+    share = fractions.Fraction(pct).limit_denominator(1000)
+    return [f"--cl_metric={metric}", f"--cl_min={share.numerator}",
+            f"--cl_max={100 * share.denominator}", "--cl_schedule=fixed_root",
             "--cl_root_degree=2"]
 
 
-def seqlen_flags(how, T):
-    """A sequence-length curriculum from T // 16 (at least 8) to T in steps of 8."""
-    return [f"--seqlen={how}", f"--seqlen_min={max(8, T // 16)}", "--seqlen_step=8"]
+def seqlen_flags(how, T, start=None):
+    """A sequence-length curriculum from start (max(8, T // 16)) to T in steps of 8, or of
+    gcd(8, start) when 8 does not divide start (so that start is the first length: 4 -> 4)."""
+    start = start or max(8, T // 16)
+    return [f"--seqlen={how}", f"--seqlen_min={start}", f"--seqlen_step={math.gcd(8, start)}"]
+
+
+def ltd_flags(start):
+    """random-LTD from a kept length of start, growing in multiples of 8 (or gcd(8, start))."""
+    return ["--random_ltd", f"--ltd_min={start}", f"--ltd_seq_per_step={math.gcd(8, start)}"]
 
 
 def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), lr_power=0.0,
-                    names=TABLES["7"], lrs=None):
-    """The grid of a size spec: (arm, fraction, seed, train.py args) for each arm of names.
+                    names=TABLES["7"], lrs=None, settings=(Settings(),)):
+    """The grid of a size spec: (arm, fraction, seed, train.py args) for each arm of names and
+    each of the method's settings (an arm named with those that differ from today's, once per
+    distinct name: the baseline once, whatever the settings).
 
-    An arm's peak and final LR at fraction f are lrs[arm] (default LRS) times (1 / f) ** lr_power
-    (0: none, which did best at CPU scale; 1: as the paper). A 100% run evaluates about EVALS
-    times (the chart's curve), the others once, at the end.
+    An arm's peak and final LR at fraction f are lrs[arm] (default LRS; lrs may also name an arm
+    with its settings) times (1 / f) ** lr_power (0: none, which did best at CPU scale; 1: as the
+    paper). A 100% run evaluates about EVALS times (the chart's curve), the others once, at the end.
     """
     lrs = lrs or LRS
+    T = int(flag(spec["model"], "block_size"))
     cases = []
     for f in fractions:
         for name in (n for n in ARMS if n in names):
-            args = arm_args(spec, name, f, lrs[name] * (1 / f) ** lr_power)
-            evals = max(1, planned_steps(args) // EVALS) if f == 1 else 1_000_000_000
-            cases += [(name, f, seed, args + [f"--eval_interval={evals}", f"--seed={seed}"])
-                      for seed in seeds]
+            variants = {}
+            for s in settings:
+                variants.setdefault(arm_title(name, s, T), s)
+            for title, s in variants.items():
+                lr = lrs.get(title, lrs[name])
+                args = arm_args(spec, name, f, lr * (1 / f) ** lr_power, s)
+                evals = max(1, planned_steps(args) // EVALS) if f == 1 else 1_000_000_000
+                cases += [(title, f, seed, args + [f"--eval_interval={evals}", f"--seed={seed}"])
+                          for seed in seeds]
     return cases
 
 
@@ -396,7 +480,8 @@ def print_grid(label, spec, res, fracs, lr_source):
     T = int(flag(spec["model"], "block_size"))
     print(f"\n{label}: {params}budget 100% = {spec['budget_steps']} dense steps of {G} x {T} = "
           f"{spec['budget_steps'] * G * T:,} effective tokens; LR per arm {lr_source}")
-    print(f"{'arm':26} {'lr':>7} {'budget':>6} {'val loss':>8} {'(seeds)':>15} {'steps':>6} "
+    w = max([26] + [len(name) for name, _ in res])  # an arm with its settings is longer
+    print(f"{'arm':{w}} {'lr':>7} {'budget':>6} {'val loss':>8} {'(seeds)':>15} {'steps':>6} "
           f"{'rows':>4} {'raw tokens':>11} {'eff. tokens':>11} {'passes':>6} {'time s':>6}")
     for name in dict.fromkeys(name for name, _ in res):
         for f in fracs:
@@ -404,7 +489,7 @@ def print_grid(label, spec, res, fracs, lr_source):
             keys = ("val_loss", "iter_num", "raw_tokens", "effective_tokens", "passes", "seconds")
             v = {k: np.mean([o[k] for o in outs]) for k in keys}
             per_seed = "/".join(format(o["val_loss"], ".4f") for o in outs)
-            print(f"{name:26} {outs[0]['lr']:>7.1e} {100 * f:>5.0f}% {v['val_loss']:>8.4f} "
+            print(f"{name:{w}} {outs[0]['lr']:>7.1e} {100 * f:>5.0f}% {v['val_loss']:>8.4f} "
                   f"{per_seed:>15} {v['iter_num']:>6.0f} {outs[0]['rows']:>4} "
                   f"{v['raw_tokens']:>11,.0f} {v['effective_tokens']:>11,.0f} "
                   f"{v['passes']:>6.3f} {v['seconds']:>6.1f}")
@@ -417,14 +502,26 @@ def print_speedups(res, fracs):
           f"({'/'.join(format(v, '.4f') for v in base)}) = 1 / the share of the baseline's "
           "effective tokens (or seconds) the arm takes to reach it, interpolated in log budget; "
           "the paper: GPT-3 1.3B on 300B tokens, average 0-shot / 10-shot accuracy on 19 tasks")
-    print(f"{'arm':26} {'paper':>12} {'eff. tokens':>12} {'(seeds)':>24} {'wall-clock':>12} "
+    w = max([26] + [len(name) for name, _ in res])
+    print(f"{'arm':{w}} {'paper':>12} {'eff. tokens':>12} {'(seeds)':>24} {'wall-clock':>12} "
           f"{'(seeds)':>24}")
     speedups = {}
     for name in dict.fromkeys(name for name, _ in res):
         speedups[name] = arm_speedups(res, name, fracs)
         tok, sec = speedups[name]["eff. tokens"], speedups[name]["wall-clock"]
-        print(f"{name:26} {PAPER[name]:>12} {tok[1]:>12} {tok[2]:>24} {sec[1]:>12} {sec[2]:>24}")
+        paper = PAPER[base_arm(name)]
+        print(f"{name:{w}} {paper:>12} {tok[1]:>12} {tok[2]:>24} {sec[1]:>12} {sec[2]:>24}")
     return speedups
+
+
+def chart_marks(names):
+    """A letter per arm (MARKS), a digit for each further settings of an arm: 1, 2, ..."""
+    marks = {}
+    digits = iter("123456789" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    for name in names:
+        mark = MARKS[base_arm(name)]
+        marks[name] = mark if mark not in marks.values() else next(digits)
+    return marks
 
 
 def report(label, spec, res, fracs, lr_source, out_dir):
@@ -434,10 +531,11 @@ def report(label, spec, res, fracs, lr_source, out_dir):
     names = list(speedups)
     loss_curves = {name: mean_curve(res[name, 1.0]) for name in names}
     target = float(np.mean([o["val_loss"] for o in res["baseline", 1.0]]))
-    legend = "  ".join(f"{MARKS[n]} {n}" for n in names)
+    marks = chart_marks(names)
+    legend = "  ".join(f"{marks[n]} {n}" for n in names)
     print(f"\nval loss at 100% against effective tokens, mean over seeds: {legend}; "
           f"--- the baseline's 100% val loss {target:.4f}")
-    print("\n".join(text_chart(loss_curves, target)))
+    print("\n".join(text_chart(loss_curves, target, marks=marks)))
     print("\nspeedup to the baseline's 100% val loss in effective tokens, 20 # = 1x:")
     print("\n".join(speedup_bars(speedups)))
     png = png_chart(os.path.join(out_dir, slug(label) + ".png"), loss_curves, target, speedups)
@@ -450,15 +548,16 @@ def print_ratios(specs, results, speedups):
     paper's ratio falls among them."""
     print(f"\ntokens per parameter: {COMPOSED}'s speedup to the baseline's 100% val loss")
     print(f"{'ratio':>22} {'params':>9} {'tokens':>11} {'base 100%':>9} {'eff. tokens':>12} "
-          f"{'(seeds)':>24} {'wall-clock':>12} {'passes':>6}")
+          f"{'(seeds)':>24} {'wall-clock':>12} {'passes':>6} settings")
     for label, spec in specs.items():
-        s = speedups[label][COMPOSED]
         base = results[label]["baseline", 1.0]
         tokens = np.mean([o["effective_tokens"] for o in base])
         loss = np.mean([o["val_loss"] for o in base])
-        print(f"{label:>22} {spec['params']:>9,} {tokens:>11,.0f} {loss:>9.4f} "
-              f"{s['eff. tokens'][1]:>12} {s['eff. tokens'][2]:>24} {s['wall-clock'][1]:>12} "
-              f"{base[0]['passes']:>6.3f}")
+        for name in [n for n in speedups[label] if base_arm(n) == COMPOSED]:
+            s = speedups[label][name]
+            print(f"{label:>22} {spec['params']:>9,} {tokens:>11,.0f} {loss:>9.4f} "
+                  f"{s['eff. tokens'][1]:>12} {s['eff. tokens'][2]:>24} {s['wall-clock'][1]:>12} "
+                  f"{base[0]['passes']:>6.3f} {name[len(COMPOSED) + 2:-1] or 'today'}")
     ratios = sorted(spec["ratio"] for spec in specs.values())
     below = [r for r in ratios if r <= PAPER_RATIO]
     above = [r for r in ratios if r > PAPER_RATIO]
@@ -495,16 +594,45 @@ def check_grid(a):
     return names, sorted(set(fracs)), ratios, sorted(set(lrs)), seed_list(a.seeds)
 
 
+def check_settings(a):
+    """a's lists of the method's settings -> [Settings], every combination of them (one value
+    each: today's). --cl_starts=0.25:4 -> cl_pct 0.25, cl_len 4."""
+    cl_fracs = numbers("cl_fracs", a.cl_fracs)
+    ltd_fracs = numbers("ltd_fracs", a.ltd_fracs)
+    if not cl_fracs or not ltd_fracs or not all(0 < x <= 1 for x in cl_fracs + ltd_fracs):
+        raise ValueError(f"--cl_fracs={a.cl_fracs} --ltd_fracs={a.ltd_fracs}: give fractions of "
+                         "the budget in (0, 1], e.g. --cl_fracs=0.2,0.4,0.8")
+    starts = [0] if not a.ltd_starts else config.int_list("ltd_starts", a.ltd_starts)
+    if min(starts) < 0 or (a.ltd_starts and min(starts) < 1):
+        raise ValueError(f"--ltd_starts={a.ltd_starts}: give kept lengths of 1 token or more, "
+                         "e.g. --ltd_starts=4,8,32")
+    cl_starts = [(1.0, 0)]
+    if a.cl_starts:
+        try:
+            cl_starts = [(numbers("cl_starts", p)[0], int(n))
+                         for p, n in (x.split(":") for x in a.cl_starts.split(","))]
+        except (ValueError, IndexError):
+            cl_starts = []
+    if not cl_starts or not all(0 < p <= 100 and n >= (1 if a.cl_starts else 0)
+                                for p, n in cl_starts):
+        raise ValueError(f"--cl_starts={a.cl_starts}: give percentile:length pairs, a percentile "
+                         "in (0, 100] and a length of 1 or more, e.g. --cl_starts=0.25:4,4:32")
+    return [Settings(cf, p, n, lf, k) for cf, (p, n), lf, k
+            in itertools.product(cl_fracs, cl_starts, ltd_fracs, starts)]
+
+
 def grid(a):
     """The sweep at one size, or at each tokens-per-parameter ratio -> {label: {(arm, fraction):
     [a summary per seed: train.train's numbers, its "lr", "rows" and "passes" over the data]}}."""
     names, fracs, ratios, lrs, seeds = check_grid(a)
+    settings = check_settings(a)
     specs = {f"{r:g} tokens per parameter": ratio_spec(r, dict(RATIO_WIDTHS).get(int(r), 64))
              for r in ratios} or {f"size {a.size}": SIZES[a.size]}
-    plans = {label: reproduce_cases(spec, fracs, seeds, a.lr_power, names)
+    plans = {label: reproduce_cases(spec, fracs, seeds, a.lr_power, names, None, settings)
              for label, spec in specs.items()}
     sweeps = {label: [c for lr in lrs for c in reproduce_cases(
-        spec, [1.0], seeds, 0.0, names, dict.fromkeys(ARMS, lr))] for label, spec in specs.items()}
+        spec, [1.0], seeds, 0.0, names, dict.fromkeys(ARMS, lr), settings)]
+        for label, spec in specs.items()}
     for case in [c for cases in [*plans.values(), *sweeps.values()] for c in cases]:
         config.parse_args(case[3])  # train.py's checks of every run, before any run starts
     haves = {label: check_one_pass(cases, a.data_dir, a.allow_repeats)
@@ -519,12 +647,14 @@ def grid(a):
     if lrs:
         swept = run_grid(sweeps, a, haves, done)
         for label, spec in specs.items():
+            arms = dict.fromkeys(name for name, _ in swept[label])  # each with its settings
             by_lr = {(name, lr): [o for o in swept[label][name, 1.0] if o["lr"] == lr]
-                     for name in names for lr in lrs}
+                     for name in arms for lr in lrs}
             best = {name: min(lrs, key=lambda lr: np.mean([o["val_loss"] for o in by_lr[name, lr]]))
-                    for name in names}
+                    for name in arms}
             print_lr_sweep(label, lrs, by_lr, best)
-            plans[label] = reproduce_cases(spec, fracs, seeds, a.lr_power, names, {**LRS, **best})
+            plans[label] = reproduce_cases(spec, fracs, seeds, a.lr_power, names,
+                                           {**LRS, **best}, settings)
             lr_source[label] = "its best from the LR sweep above"
     results = run_grid(plans, a, haves, done)
     print(f"\nreproduce: seeds {a.seeds}; torch {torch.__version__}, "

@@ -22,7 +22,7 @@ from support import prepare
 from experiments import charts, reproduce, runs
 import train
 from config import from_flags, parse_args
-from scheduler import CurriculumScheduler
+from scheduler import CurriculumScheduler, RandomLTDScheduler
 
 TINY = {"model": ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=16", "--batch_size=4"],
         "budget_steps": 2, "eval_samples": 640}
@@ -329,12 +329,99 @@ def test_ratio_spec_sets_tokens_per_parameter():
     ("--fractions=0", "give numbers above 0"), ("--fractions=", "give numbers above 0"),
     ("--fractions=-1", "give numbers above 0"), ("--ratios=0", "give numbers above 0"),
     ("--ratios=3,-30", "give numbers above 0"), ("--fractions=0.5,0.8", "lacks 1"),
-    ("--lrs=1e-3,0", "learning rates above 0"), ("--jobs=0", "at least 1")])
+    ("--lrs=1e-3,0", "learning rates above 0"), ("--jobs=0", "at least 1"),
+    ("--cl_fracs=0", "in (0, 1]"), ("--ltd_fracs=0.6,1.5", "in (0, 1]"),
+    ("--cl_starts=1", "percentile:length pairs"), ("--cl_starts=0:8", "percentile:length"),
+    ("--ltd_starts=0", "1 token or more")])
 def test_bad_grid_flags_are_one_line(flag, why, capsys):
     with pytest.raises(SystemExit) as e:  # refused before any data is read or any run starts
         reproduce.main([flag, "--data_dir=/nonexistent"])
     err = capsys.readouterr().err
     assert e.value.code == 1 and err.count("\n") == 1 and why in err, err
+
+
+# -----------------------------------------------------------------------------
+# the method's settings as grid axes (issue 42)
+
+TODAY_COMPOSED_CPU = [  # reproduce.arm_args(SIZES["cpu"], COMPOSED, 1.0, 4e-3) at 2c70032
+    "--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=128", "--batch_size=16",
+    "--max_tokens=2457600", "--max_iters=0", "--learning_rate=0.004", "--min_lr=0.0004",
+    "--warmup_iters=24", "--eval_samples=640", "--sample_tokens=0", "--save_checkpoint=false",
+    "--cl_metric=vocab_rarity", "--cl_min=1", "--cl_max=100", "--cl_schedule=fixed_root",
+    "--cl_root_degree=2", "--seqlen=truncate", "--seqlen_min=8", "--seqlen_step=8",
+    "--random_ltd", "--ltd_min=8", "--ltd_seq_per_step=8"]
+
+
+def test_todays_settings_give_todays_flags():
+    """No settings flags, or today's values spelled out, plan the runs of before issue 42: the
+    same names and train.py flags (so their finished runs are reused)."""
+    today = reproduce.check_settings(reproduce.GridConfig())
+    assert today == [reproduce.Settings()]
+    spelled = reproduce.check_settings(reproduce.GridConfig(
+        cl_fracs="0.4", cl_starts="1:8", ltd_fracs="0.6", ltd_starts="8"))
+    cpu = reproduce.SIZES["cpu"]
+    plan = reproduce.reproduce_cases(cpu, [1.0], [1337], names=reproduce.ARMS, settings=today)
+    assert plan == reproduce.reproduce_cases(cpu, [1.0], [1337], names=reproduce.ARMS,
+                                             settings=spelled)
+    assert [c[0] for c in plan] == list(reproduce.ARMS)
+    composed = [c[3] for c in plan if c[0] == reproduce.COMPOSED][0]
+    assert composed == TODAY_COMPOSED_CPU + ["--eval_interval=187", "--seed=1337"]
+
+
+def test_each_setting_reaches_the_train_flags():
+    """cpu size at 100% (1200 dense steps): curricula over 20% (240 steps) from 0.25% (1 of 400)
+    and length 4; kept length over 100% (1200 steps) from 4; each arm named with the settings it
+    uses."""
+    s = reproduce.Settings(cl_frac=0.2, cl_pct=0.25, cl_len=4, ltd_frac=1.0, ltd_start=4)
+    plan = reproduce.reproduce_cases(reproduce.SIZES["cpu"], [1.0], [1], names=reproduce.ARMS,
+                                     settings=[s])
+    names = {reproduce.base_arm(c[0]): c[0] for c in plan}
+    cl, ltd = "cl_frac=0.2, cl_start=0.25:4", "ltd_frac=1, ltd_start=4"
+    assert names["baseline"] == "baseline" and names["CL_voc"] == f"CL_voc [{cl}]"
+    assert names["random-LTD"] == f"random-LTD [{ltd}]"
+    assert names[reproduce.COMPOSED] == f"{reproduce.COMPOSED} [{cl}, {ltd}]"
+    cfg = parse_args([c[3] for c in plan if c[0] == names[reproduce.COMPOSED]][0])
+    metrics, ltd_dict = from_flags(cfg, 16)
+    voc, length = metrics["vocab_rarity"], metrics["seqlen_truncate"]
+    assert (voc["min_difficulty"], voc["max_difficulty"]) == (1, 400)
+    assert voc["schedule_config"]["total_curriculum_step"] == 240
+    assert length["schedule_config"]["total_curriculum_step"] == 240
+    assert CurriculumScheduler(length).get_difficulty(1) == 4  # the first length is 4, not 8
+    assert ltd_dict["random_ltd_schedule"]["schedule_config"]["require_steps"] == 1200
+    assert RandomLTDScheduler(ltd_dict["random_ltd_schedule"]).get_value(0) == 4
+    grid = reproduce.GridConfig(cl_fracs="0.2,0.8", cl_starts="4:32", ltd_starts="4,32")
+    assert reproduce.check_settings(grid) == [  # every combination
+        reproduce.Settings(cf, 4.0, 32, 0.6, k) for cf in (0.2, 0.8) for k in (4, 32)]
+
+
+def test_a_finished_run_is_reused_only_with_its_settings(tiny_corpus, tmp_path, monkeypatch,
+                                                         capsys):
+    """--ltd_fracs=0.6 trains two runs; adding 1 trains only the new one; another curriculum
+    length reuses the baseline alone. Each run's row names its settings."""
+    trained = []
+
+    def fake_train(cfg):
+        trained.append(cfg)
+        return {"val_loss": 2.0, "iter_num": 1, "raw_tokens": cfg.max_tokens, "time": 1.0,
+                "effective_tokens": cfg.max_tokens, "eval_time": 0.5, "evals": [(1, 2.0)]}
+
+    monkeypatch.setattr(train, "train", fake_train)
+    monkeypatch.setattr(index_cache, "ensure_index", lambda *args: None)  # fake runs need none
+    flags = [f"--cases=baseline,{reproduce.COMPOSED}", "--fractions=1", "--seeds=1"]
+    tiny(tiny_corpus, tmp_path, *flags, "--ltd_fracs=0.6")
+    assert len(trained) == 2
+    capsys.readouterr()
+    res = tiny(tiny_corpus, tmp_path, *flags, "--ltd_fracs=0.6,1")
+    assert len(trained) == 3 and trained[-1].ltd_require_steps == 30  # tiny: 30 dense steps
+    text = capsys.readouterr().out
+    assert text.startswith("reused 2 of 3 runs")
+    assert re.search(rf"^{re.escape(reproduce.COMPOSED)} \[ltd_frac=1\] +4.0e-03 +100% ", text,
+                     re.M)
+    assert set(res) == {("baseline", 1.0), (reproduce.COMPOSED, 1.0),
+                        (f"{reproduce.COMPOSED} [ltd_frac=1]", 1.0)}
+    tiny(tiny_corpus, tmp_path, *flags, "--ltd_fracs=1", "--cl_fracs=0.8")
+    assert len(trained) == 4 and trained[-1].cl_total_step == trained[-1].seqlen_total_step == 24
+    assert capsys.readouterr().out.startswith("reused 1 of 2 runs")
 
 
 # -----------------------------------------------------------------------------
@@ -409,9 +496,9 @@ def test_a_failed_run_stops_the_grid_in_one_line(tiny_corpus, tmp_path, monkeypa
     grid stops; exit 1."""
     real = reproduce.arm_args
 
-    def random_ltd_fails(spec, name, f, lr):
+    def random_ltd_fails(spec, name, f, lr, *settings):
         bad = ["--ltd_layers=7"] if name == "random-LTD" and f == 1 else []
-        return real(spec, name, f, lr) + bad
+        return real(spec, name, f, lr, *settings) + bad
 
     monkeypatch.setattr(reproduce, "arm_args", random_ltd_fails)
     with pytest.raises(SystemExit) as e:
