@@ -10,6 +10,7 @@ import inspect
 import math
 import os
 import re
+import types
 
 import numpy as np
 import pytest
@@ -83,6 +84,24 @@ def test_every_exercise_test_fails_on_its_shipped_stub(name):
             test(tx.Impl("exercises."))
         assert re.fullmatch(r"exercise \d+ [\w.]+: not implemented yet", str(failed.value)), (
             test.__name__, str(failed.value))
+
+
+@pytest.mark.parametrize("args,mine,said", [(["tests/test_exercises.py"], False, True),
+                                             (["tests/test_exercises.py::test_ex01"], False, True),
+                                             (["tests/test_exercises.py"], True, False),
+                                             (["tests/test_exercises_meta.py"], False, False)])
+def test_a_run_on_the_reference_says_so_first(args, mine, said):
+    """conftest.py: without --mine, the first line says the reference is tested, and how to test
+    yours."""
+    import conftest
+
+    lines = []
+    reporter = types.SimpleNamespace(write_line=lines.append)
+    config = types.SimpleNamespace(args=args, getoption=lambda name: mine,
+                                   pluginmanager=types.SimpleNamespace(get_plugin=lambda n: reporter))
+    conftest.pytest_sessionstart(types.SimpleNamespace(config=config))
+    assert lines == (["tests/test_exercises.py tests the reference (the concept files); to test "
+                      "yours (exercises/*.py), add --mine"] if said else [])
 
 
 def test_every_exercise_has_tests_and_mistakes():
