@@ -97,8 +97,8 @@ def test_a_run_on_the_reference_says_so_first(args, mine, said):
 
     lines = []
     reporter = types.SimpleNamespace(write_line=lines.append)
-    config = types.SimpleNamespace(args=args, getoption=lambda name: mine,
-                                   pluginmanager=types.SimpleNamespace(get_plugin=lambda n: reporter))
+    plugins = types.SimpleNamespace(get_plugin=lambda name: reporter)
+    config = types.SimpleNamespace(args=args, getoption=lambda name: mine, pluginmanager=plugins)
     conftest.pytest_sessionstart(types.SimpleNamespace(config=config))
     assert lines == (["tests/test_exercises.py tests the reference (the concept files); to test "
                       "yours (exercises/*.py), add --mine"] if said else [])
