@@ -48,7 +48,8 @@ NUMBER = {name: n for n, _, name in EXERCISES}
 STAGES = {  # in the order the data flows: what it is, the exercises that make it (likeliest first)
     "surprisals": ("-ln p(u) of each token id, from the train split's counts",
                    ["unigram_neg_log_p"]),
-    "scores": ("each window's sum of its tokens' surprisals", ["vocab_rarity", "unigram_neg_log_p"]),
+    "scores": ("each window's sum of its tokens' surprisals",
+               ["vocab_rarity", "unigram_neg_log_p"]),
     "sorted index": ("the sample ids by score, ties by id, and their scores", ["sort_index"]),
     "admitted count": ("how many samples this step's difficulty admits",
                        ["admitted_prefix", "root_schedule"]),
@@ -68,7 +69,8 @@ CLOSE = ("surprisals", "scores")  # float sums: another order of summation moves
 
 
 def as_numpy(v):
-    return v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.array(v)
+    """A copy of v as a numpy array (a tensor's memory may be reused after the step)."""
+    return v.detach().cpu().numpy().copy() if isinstance(v, torch.Tensor) else np.array(v)
 
 
 class Recorder(Watch):
@@ -174,15 +176,22 @@ def run_once(label, argv, swaps):
     rec, patch, t0 = Recorder(), Patch(), time.time()
     rec.install(train, swaps, patch)
     argv = argv + [f"--out_dir={os.path.join(RUN_DIR, label)}"]
+    log_path = os.path.join(RUN_DIR, label + ".log")
     try:
-        with open(os.path.join(RUN_DIR, label + ".log"), "w") as log:
+        with open(log_path, "w") as log:
             with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
                 out = train.train(config.parse_args(argv), config.given(argv))
+    except (ValueError, OSError) as e:  # e.g. an empty pool, from what a function of yours gave
+        error = f"the run '{label}' stopped: {getattr(e, 'line', None) or e} (log: {log_path})"
+    else:
+        error = None
     finally:
         patch.undo()
+    if error:
+        raise LearnerError(error)
     seconds = time.time() - t0
     print(f"{label}: {out['iter_num']} steps, val loss {out['val_loss']:.4f} in {seconds:.0f} s "
-          f"(log: {os.path.join(RUN_DIR, label + '.log')})", flush=True)
+          f"(log: {log_path})", flush=True)
     return rec, out, seconds
 
 
@@ -247,7 +256,8 @@ def excerpt(v, start, k=6):
 
 
 def describe(step, stage, label, x, y):
-    """'drawn ids at step 0: yours [12, 873, ...], reference [81, 7, ...] (first at [0]: 12 vs 81)'"""
+    """'drawn ids at step 0: yours [12, 873, ...], reference [81, 7, ...] (first at [0]: 12 vs
+    81)': the row and the elements around the first difference, every float in full."""
     parts = [label] if label else []
     if x is None or y is None:
         yours, ref = ("none" if x is None else "some"), ("none" if y is None else "some")
@@ -267,12 +277,18 @@ def describe(step, stage, label, x, y):
     return f"{where}: yours {yours}, reference {ref}"
 
 
-def advice(stage, swaps, calls):
-    """One or two lines: what the stage is, and which of your exercises make it, with their tests."""
+def advice(stage, swaps, calls, notes):
+    """Lines on what the stage is and which of your exercises make it, with their tests'
+    verdict on yours."""
     what, names = STAGES[stage]
     yours = {name: fn for _, name, _, fn in swaps}
     mine = [name for name in names if name in yours and calls[name]]
     lines = [f"  {stage}: {what}"]
+    if stage == "sorted index" and any("scores" in note for note in notes):
+        lines.append("  your scores differ in their last digits (the note above), which "
+                     "reorders samples whose scores tie or nearly tie: sum as "
+                     "neg_log_p[samples].sum(axis=1) does (exercise 2 vocab_rarity) to compare "
+                     "the rest")
     if not mine:
         return lines + ["  none of your functions makes it: an earlier difference fed it, or a "
                         "function of yours called inside a reference one"]
@@ -349,8 +365,9 @@ def verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result):
     print(f"the rest of yours, with the reference's draw in its place: {same}")
     line, (lo, hi) = spread(cfg, run_argv, ref_out)
     inside = "inside" if lo <= mine_out["val_loss"] <= hi else "outside"
-    print(f"another random stream, which no test finds wrong: val loss after {mine_out['iter_num']} "
-          f"steps yours {mine_out['val_loss']:.4f}, {line}: yours is {inside} their range")
+    print(f"another random stream, which no test finds wrong: val loss after "
+          f"{mine_out['iter_num']} steps yours {mine_out['val_loss']:.4f}, {line}: yours is "
+          f"{inside} their range")
     return 0
 
 
@@ -377,9 +394,9 @@ def main(argv, mine=None):
         mine_out, calls, streams, result, last = compare_streams(run_argv, swaps, ref)
         print(ran(swaps, calls))
         status = verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result)
-    except (LearnerError, ValueError, OSError) as e:
-        print(f"exercises.train --compare: {getattr(e, 'line', None) or e}")
+    except LearnerError as e:
+        print(f"exercises.train --compare: {e}")
         return 1
     if result[2]:
-        print("\n".join(advice(result[2][1], last, calls)))
+        print("\n".join(advice(result[2][1], last, calls, result[1])))
     return status

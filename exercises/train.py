@@ -2,7 +2,7 @@
 reference's, then train.py runs with the flags you give.
 
     python -m exercises.train --max_iters=50 --cl_metric=vocab_rarity --seqlen=truncate --random_ltd
-    python -m exercises.train --compare --max_iters=50 ...   # yours beside the reference's, step by step
+    python -m exercises.train --compare --max_iters=50 ...   # beside the reference, step by step
 
 A function still raising NotImplementedError (a stub) is skipped: the reference's runs there. Yours
 replaces the reference's in its module and everywhere it was imported by name (train.py's
@@ -12,7 +12,7 @@ yours are counted, and the end of the run says which ran and which these flags n
 The run goes to out-exercises/, replaced on each run (so the command can be run again, and never
 blocks a plain `python train.py`), unless you pass --out_dir. When any of your analyzer functions
 runs, the curriculum index is built afresh by them (in one process, so their calls count), in a
-temporary folder, unless --index_dir is given (give it under torchrun: each rank would make its own).
+temporary folder, unless --index_dir is given (give it under torchrun: each rank would make one).
 --compare: exercises/compare.py.
 """
 
@@ -40,7 +40,7 @@ class LearnerError(Exception):
 
 
 def project_root():
-    """The folder of the concept files (this one's parent, unless exercises/ is a copy elsewhere)."""
+    """The concept files' folder (this one's parent, unless exercises/ is a copy elsewhere)."""
     return os.path.dirname(os.path.abspath(importlib.import_module("scheduler").__file__))
 
 
@@ -250,7 +250,7 @@ def main(argv=None):
     print("exercises.train: yours:", ", ".join(f"{n} {name}" for n, name, _, _ in swaps) or "none")
     print("exercises.train: the reference's (still stubs):", stubs_line(swaps))
     if not any(a.startswith("--out_dir") for a in argv):
-        if "--resume" not in argv:
+        if "--resume" not in argv and int(os.environ.get("RANK", 0)) == 0:  # its writer
             shutil.rmtree(RUN_DIR, ignore_errors=True)
         argv.append(f"--out_dir={RUN_DIR}")
         print(f"exercises.train: run directory {RUN_DIR} (replaced on each run)")

@@ -4,6 +4,7 @@ run leaves the reference's, and says when a correct draw only uses another rando
 import importlib.util
 import types
 
+import numpy as np
 import pytest
 
 import test_exercises_meta as meta
@@ -103,3 +104,21 @@ def test_bad_input_is_one_line(corpus, tmp_path, monkeypatch, capsys):
                                   ["--out_dir=out"])
     assert status == 1 and lines == ["exercises.train --compare: --out_dir: --compare makes its "
                                      "own runs in out-compare/; drop it"]
+
+
+def test_a_sum_in_another_order_is_a_note(corpus, tmp_path, monkeypatch, capsys):
+    """Scores summed left to right differ from numpy's pairwise sum in the last digits: noted, and
+    if that reorders near ties, the sorted index is where the runs part, with the reason."""
+    def left_to_right(samples, neg_log_p):
+        return np.array([sum(float(neg_log_p[u]) for u in row) for row in samples])
+
+    status, lines = compare_lines(learner(vocab_rarity=left_to_right), corpus, tmp_path,
+                                  monkeypatch, capsys)
+    text = "\n".join(lines)
+    assert ("note: your scores (vocab_rarity) differ from the reference's in the last digits only"
+            in text), text
+    if status == 1:
+        assert "first difference: sorted index before step 0" in text, text
+        assert "sum as neg_log_p[samples].sum(axis=1) does (exercise 2 vocab_rarity)" in text
+    else:
+        assert lines[-1].startswith("identical to the reference through step 2 (")
