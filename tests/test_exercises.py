@@ -366,7 +366,8 @@ def test_ex04_root_schedule_at_every_step(impl):
     exp and log) floors to another integer at a few steps, which the frozen steps may skip."""
     ex = EX["root_schedule"]
     fn = impl.get(ex)
-    configs = []
+    configs = [(lo, hi, total, 1, k) for lo in (1, 5, 8) for hi in (100, 2048)
+               for total in (100, 300, 1000) for k in (1, 2, 3)]  # small first: a mistake fails fast
     for case in SCHEDULES["curriculum"]:
         c, sc = case["config"], case["config"]["schedule_config"]
         if c["schedule_type"] == "fixed_discrete":
@@ -376,8 +377,6 @@ def test_ex04_root_schedule_at_every_step(impl):
                         sc["difficulty_step"], degree))
         for t, want in zip(case["steps"], case["values"]):  # the oracle is DeepSpeed's formula
             assert deepspeed_order(t, *configs[-1]) == want, (case["name"], t)
-    configs += [(lo, hi, total, 1, k) for lo in (1, 5, 8) for hi in (100, 2048)
-                for total in (100, 300, 1000) for k in (1, 2, 3)]
     for args in configs:
         inp = f"t=0..{args[2] + 2}, lo={args[0]}, hi={args[1]}, total={args[2]}, step={args[3]}, "
         inp += f"degree={args[4]}"

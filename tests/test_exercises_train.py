@@ -119,9 +119,9 @@ def test_python_m_exercises_train_with_the_reference_as_yours(corpus, tmp_path):
     assert not (learner / "out").exists()  # python train.py's own out_dir stays free
     assert os.path.getsize(learner / runner.RUN_DIR / "ckpt.pt") > 1000  # this run's checkpoint
     (pkg / "sampler.py").write_text(reference_copy("sampler") + "\ndef broken(:\n")
-    out = subprocess.run([sys.executable, "-m", "exercises.train", "--compare"], cwd=learner,
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 1 and out.stdout.strip().splitlines() == [
-        f"exercises.train --compare: exercises/sampler.py does not import: SyntaxError: invalid "
+    out = subprocess.run([sys.executable, "-m", "exercises.train"], cwd=learner, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and out.stderr.strip().splitlines() == [
+        f"exercises.train: exercises/sampler.py does not import: SyntaxError: invalid "
         f"syntax (sampler.py, line {reference_copy('sampler').count(chr(10)) + 2})"], (
             out.stdout + out.stderr)
