@@ -349,8 +349,22 @@ def index_flags(swaps, label):
     return [f"--index_dir={os.path.join(RUN_DIR, 'index-' + label)}"]
 
 
-def verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result):
-    """Print what the comparison found, the verdict line last -> exit status."""
+def compared_yours(swaps, calls):
+    """'yours of exercises 1-6, 8-13': the exercises of yours that ran in your run."""
+    ns = [n for n, name, _, _ in swaps if calls[name]]
+    runs = []  # [first, last] of each run of consecutive numbers
+    for n in ns:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    spans = ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
+    return f"yours of exercise{'s' * (len(ns) > 1)} {spans}" if ns else "none of yours ran"
+
+
+def verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result, yours):
+    """Print what the comparison found, the verdict line last -> exit status. yours: which of
+    yours were compared."""
     compared, notes, diff = result
     for line in streams + notes:
         print(line)
@@ -360,7 +374,7 @@ def verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result):
     last = max((step for step, _ in ref.values), default=-1)
     same = f"identical to the reference through step {last} ({compared} stages compared)"
     if not streams:
-        print(same)
+        print(f"{same}: {yours}")
         return 0
     print(f"the rest of yours, with the reference's draw in its place: {same}")
     line, (lo, hi) = spread(cfg, run_argv, ref_out)
@@ -393,7 +407,8 @@ def main(argv, mine=None):
                                    everything([]))
         mine_out, calls, streams, result, last = compare_streams(run_argv, swaps, ref)
         print(ran(swaps, calls))
-        status = verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result)
+        status = verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result,
+                         compared_yours(swaps, calls))
     except LearnerError as e:
         print(f"exercises.train --compare: {e}")
         return 1
