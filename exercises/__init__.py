@@ -2,6 +2,7 @@
 
 Fill a body in, then check it: python -m pytest tests/test_exercises.py --mine -k <name>
 Train with yours:              python -m exercises.train --max_iters=50 ...
+Beside the reference's run:    python -m exercises.train --compare --max_iters=50 ...
 """
 
 # (number, concept module, name): in reading order; "Class.method" for a method

@@ -40,3 +40,14 @@ def domain_corpus(tmp_path_factory):
 def pytest_addoption(parser):
     parser.addoption("--mine", action="store_true", default=False,
                      help="run tests/test_exercises.py on your exercises/*.py, not the reference")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    """A run of the exercise tests without --mine says first that it tests the reference."""
+    config = session.config
+    exercise_tests = any(a.split("::")[0].endswith("test_exercises.py") for a in config.args)
+    if exercise_tests and not config.getoption("--mine"):
+        config.pluginmanager.get_plugin("terminalreporter").write_line(
+            "tests/test_exercises.py tests the reference (the concept files); to test yours "
+            "(exercises/*.py), add --mine")

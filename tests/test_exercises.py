@@ -13,6 +13,7 @@ Above each exercise's tests: the mistakes a learner is most likely to make. Each
 tests/test_exercises_meta.py, patched into the reference, and must fail these tests.
 """
 
+import contextlib
 import functools
 import json
 import math
@@ -92,11 +93,16 @@ def exercise(name):
 
 
 def short(v):
-    """A value in at most four lines: arrays and tensors through numpy's printer."""
+    """A value in at most four lines: arrays and tensors through numpy's printer, every float to
+    the digit that tells it from any other float (so yours and expected never print alike)."""
     if isinstance(v, torch.Tensor):
         v = v.detach().cpu().numpy()
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+        v = v.astype(np.float64)  # subtle: float32(1.674) prints as 1.674 in its own precision
     if isinstance(v, np.ndarray):
-        s = np.array2string(v, precision=6, threshold=24, edgeitems=3, max_line_width=88,
+        s = np.array2string(v, floatmode="unique", threshold=24, edgeitems=3, max_line_width=88,
                             separator=", ")
     else:
         s = v if isinstance(v, str) else repr(v)
@@ -194,13 +200,31 @@ def within(ex, counts, expected, sigma, what, inp):
              f"{expected:.0f} +- {5 * sigma:.0f}", input=inp, yours=counts)
 
 
+@contextlib.contextmanager
+def nan_filled_memory():
+    """Every tensor made by torch.empty, new_empty, empty_like, ... starts as NaN (integers: their
+    largest value), so a result that leaves some of it unwritten fails every time (torch's
+    deterministic mode: torch.utils.deterministic.fill_uninitialized_memory)."""
+    before = torch.are_deterministic_algorithms_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
 # -----------------------------------------------------------------------------
 # 1 unigram_neg_log_p. Likely mistakes:
 #  - log base 2 or 10 instead of ln, or a missing minus (ln p < 0);
 #  - zero counts not set to 1 (-ln 0 = inf), or set after the total is taken, or +1 added to
 #    every count (smoothing, not DeepSpeed's rule);
 #  - the counts modified in place (counts[counts == 0] = 1);
-#  - float32 arithmetic (big counts lose their low digits).
+#  - float32 anywhere in the chain: the counts (a count above 2**24 loses its low digits, as the
+#    commonest bytes of any real corpus do), the arithmetic, or the surprisals returned;
+#  - int32 counts (a count above 2**31 wraps), zero counts set to the smallest count seen.
 
 
 @exercise("unigram_neg_log_p")
@@ -208,14 +232,22 @@ def test_ex01_unigram_neg_log_p(impl):
     ex = EX["unigram_neg_log_p"]
     fn = impl.get(ex)
     big = 2**25 + 1  # float32 cannot hold it
-    cases = [([3, 1], [-math.log(3 / 4), -math.log(1 / 4)]),  # the docstring's
-             ([3, 0, 1], [-math.log(3 / 5), -math.log(1 / 5), -math.log(1 / 5)]),  # 0 -> 1
-             ([big, 1], [-math.log(big / (big + 1)), -math.log(1 / (big + 1))])]
-    for counts, expected in cases:
+    cases = [[3, 1],  # the docstring's: [0.288, 1.386]
+             [3, 0, 1],  # 0 -> 1, then the total
+             [6, 0, 2],  # 0 -> 1, not the smallest count seen
+             [big, 1],  # above 2**24
+             [5 * 10**9, 3, 0]]  # above 2**31
+    for counts in cases:
+        c = [max(k, 1) for k in counts]
+        expected = [-math.log(k / sum(c)) for k in c]  # in float64, from exact integers
         counts = np.array(counts, dtype=np.int64)
         before = counts.copy()
         got = run(ex, fn, counts)
-        same(ex, got, np.array(expected), f"counts={before.tolist()}", rtol=1e-6, atol=1e-12)
+        inp = f"counts={before.tolist()}"
+        if as_numpy(got).dtype != np.float64:
+            fail(ex, f"returned {as_numpy(got).dtype}; keep float64 (a window's score sums 129 "
+                 "surprisals, and close scores decide which samples are admitted)", input=inp)
+        same(ex, got, np.array(expected), inp, rtol=1e-12, atol=1e-12)
         unchanged(ex, counts, before, "counts")
 
 
@@ -224,7 +256,9 @@ def test_ex01_unigram_neg_log_p(impl):
 #  - summing T tokens (samples[:, :-1]) instead of all T+1 of the window;
 #  - summing over the wrong axis (one value per position, not per sample), or the mean;
 #  - each distinct token counted once (np.unique), though a repeated token counts every time;
-#  - truncating to an integer as DeepSpeed does (we keep float64).
+#  - truncating to an integer as DeepSpeed does (we keep float64), or summing in float32;
+#  - ids cast to uint8 (the end-of-document id 256 reads id 0), or np.bincount without minlength
+#    (a window without the largest id breaks it).
 
 
 @exercise("vocab_rarity")
@@ -243,6 +277,11 @@ def test_ex02_vocab_rarity(impl):
     inp = f"samples={before.tolist()}, neg_log_p={np.round(nlp, 3).tolist()}"
     same(ex, run(ex, fn, samples, nlp, inp=inp), expected, inp, rtol=1e-12)
     unchanged(ex, samples, before, "samples")
+    nlp = -np.log(rng.dirichlet(np.ones(300)))  # (V=300,): the bytes, end-of-document 256, ...
+    samples = np.array([[256, 3, 299, 256, 7], [1, 2, 3, 2, 1]])  # row 1: small ids only
+    expected = [sum(nlp[u] for u in row) for row in samples]
+    inp = f"samples={samples.tolist()}, neg_log_p (300,) random"
+    same(ex, run(ex, fn, samples, nlp, inp=inp), expected, inp, rtol=1e-12)
 
 
 # -----------------------------------------------------------------------------
@@ -250,7 +289,9 @@ def test_ex02_vocab_rarity(impl):
 #  - an unstable sort (np.argsort's default): ties in another order than by id;
 #  - descending instead of ascending;
 #  - the ranks (argsort of argsort) instead of the sorted ids;
-#  - index_to_metric not sorted (sample_to_metric returned), or the input sorted in place.
+#  - index_to_metric not sorted (sample_to_metric returned), or the input sorted in place;
+#  - the metric sorted or stored at lower precision: float32, whole numbers, rounded, or ties
+#    broken by adding id * eps (metrics closer than eps swap).
 
 
 def check_sort(ex, fn, metric):
@@ -274,6 +315,8 @@ def test_ex03_sort_index(impl):
     rng = np.random.default_rng(3)
     check_sort(ex, fn, rng.integers(0, 4, 300).astype(np.float64))  # many ties
     check_sort(ex, fn, rng.integers(0, 4, 300))  # int64 too
+    close = 1000.0 + rng.integers(0, 4, 300) * 1e-7  # differ in the 10th digit: float64 only
+    check_sort(ex, fn, close[rng.permutation(300)])
 
 
 # -----------------------------------------------------------------------------
@@ -281,7 +324,9 @@ def test_ex03_sort_index(impl):
 #  - no lower clamp, or clamping to min itself instead of min rounded up to the step;
 #  - no upper clamp (t > total goes past max);
 #  - round() instead of floor, or no rounding down to the difficulty step;
-#  - (t / T) ** k instead of (t / T) ** (1 / k), or t // T (integer division).
+#  - (t / T) ** k instead of (t / T) ** (1 / k), or t // T (integer division);
+#  - the formula rearranged (t**(1/k) / T**(1/k), exp(ln(t/T) / k)) or in float32: equal to
+#    DeepSpeed's at most steps, floored to another integer at a few (every step is checked).
 
 SCHEDULES = json.load(open(os.path.join(FIXTURES, "deepspeed_schedules.json")))
 
@@ -305,12 +350,52 @@ def test_ex04_root_schedule(impl):
                  f"degree={degree}", what=f"not DeepSpeed's value ({case['name']})")
 
 
+def deepspeed_order(t, lo, hi, total, step, degree):
+    """DeepSpeed's fixed_root, written out here in its order of operations (the oracle of the dense
+    test below; it equals DeepSpeed's frozen values, checked there)."""
+    d = math.floor((float(t) / total) ** (1.0 / degree) * (hi - lo) + lo)
+    d -= d % step
+    d = max(d, math.ceil(lo / step) * step)
+    return min(d, hi)
+
+
+@exercise("root_schedule")
+def test_ex04_root_schedule_at_every_step(impl):
+    """Every step 0 .. total + 2 of each frozen schedule and of 54 small ones (min 1, 5, 8; max
+    100, 2048; total 100, 300, 1000; degree 1, 2, 3): a formula rearranged (t**(1/k) / T**(1/k),
+    exp and log) floors to another integer at a few steps, which the frozen steps may skip."""
+    ex = EX["root_schedule"]
+    fn = impl.get(ex)
+    configs = [(lo, hi, total, 1, k) for lo in (1, 5, 8) for hi in (100, 2048)
+               for total in (100, 300, 1000) for k in (1, 2, 3)]  # small first: a mistake fails fast
+    for case in SCHEDULES["curriculum"]:
+        c, sc = case["config"], case["config"]["schedule_config"]
+        if c["schedule_type"] == "fixed_discrete":
+            continue
+        degree = sc["root_degree"] if c["schedule_type"] == "fixed_root" else 1
+        configs.append((c["min_difficulty"], c["max_difficulty"], sc["total_curriculum_step"],
+                        sc["difficulty_step"], degree))
+        for t, want in zip(case["steps"], case["values"]):  # the oracle is DeepSpeed's formula
+            assert deepspeed_order(t, *configs[-1]) == want, (case["name"], t)
+    for args in configs:
+        inp = f"t=0..{args[2] + 2}, lo={args[0]}, hi={args[1]}, total={args[2]}, step={args[3]}, "
+        inp += f"degree={args[4]}"
+        got = run(ex, lambda: [fn(t, *args) for t in range(args[2] + 3)], inp=inp)
+        for t, d in enumerate(got):
+            if d != deepspeed_order(t, *args):
+                same(ex, d, deepspeed_order(t, *args), inp.replace(f"0..{args[2] + 2}", str(t)),
+                     what="not DeepSpeed's formula: floor((t / total) ** (1 / degree) * (hi - lo) "
+                     "+ lo), then the step, then the clamps, in that order")
+
+
 # -----------------------------------------------------------------------------
 # 5 admitted_prefix. Likely mistakes:
 #  - value: searchsorted side='left' (metric < d) instead of 'right' (metric <= d);
 #  - percentile: int(N * d / max) or round() instead of DeepSpeed's whole units (N // max) * d;
 #  - percentile: not all N at d = max (the last N % max samples never admitted);
-#  - percentile: a threshold on the metric values (np.percentile) instead of a count.
+#  - percentile: a threshold on the metric values (np.percentile) instead of a count;
+#  - value: the metric or d at lower precision (float32, int(d)), or an epsilon (metric <= d + eps);
+#  - a float count (d = 10.0 from a JSON config): it cannot slice the index.
 
 ADMISSION = json.load(open(os.path.join(FIXTURES, "deepspeed_admission.json")))["cases"]
 
@@ -321,18 +406,25 @@ def test_ex05_admitted_prefix_worked_examples(impl):
     fn = impl.get(ex)
     i2s, i2m = np.array([1, 2, 0]), np.array([1.0, 3.0, 5.0])  # metric=[5, 1, 3]
     ties = np.array([1.0, 2.0, 2.0, 2.0, 3.0])
+    close = np.array([0.5, 1.25, 1.2500000001, 1.2500001, 2.75])  # float32 makes 1.25 of two
     skewed = np.sort(np.random.default_rng(5).exponential(size=537))  # not uniform
     cases = [(("value", 3, i2s, i2m, 100), 2), (("value", 0.5, i2s, i2m, 100), 0),
              (("value", 2, np.arange(5), ties, 100), 4),  # every tie at d is admitted
              (("percentile", 10, np.arange(537), skewed, 50), 100),  # (537 // 50) * 10
              (("percentile", 49, np.arange(537), skewed, 50), 490),
              (("percentile", 50, np.arange(537), skewed, 50), 537),  # all at max
-             (("percentile", 100, i2s, i2m, 100), 3)]  # all at max, even when N < max
+             (("percentile", 100, i2s, i2m, 100), 3),  # all at max, even when N < max
+             (("percentile", 10.0, np.arange(537), skewed, 50.0), 100),  # from a JSON config
+             (("value", 1.25, np.arange(5), close, 100), 2)]  # float64 decides
     for args, want in cases:
         i2m = short(args[3]) if len(args[3]) <= 5 else f"({len(args[3])},) sorted, skewed"
         inp = (f"difficulty_type={args[0]!r}, d={args[1]}, index_to_sample=({len(args[2])},), "
                f"index_to_metric={i2m}, max_difficulty={args[4]}")
-        same(ex, run(ex, fn, *args, inp=inp), want, inp)
+        got = run(ex, fn, *args, inp=inp)
+        if not isinstance(got, (int, np.integer)):
+            fail(ex, f"returned a {type(got).__name__}; a count is an int (it slices the index)",
+                 input=inp, yours=got)
+        same(ex, got, want, inp)
 
 
 @exercise("admitted_prefix")
@@ -368,11 +460,22 @@ def test_ex05_admitted_prefix_equals_deepspeeds_admitted_sets(impl):
     assert checked >= 20
 
 
+def array_like(ex, got, batch, inp):
+    """A numpy array of the batch's dtype: train.py makes it a torch tensor of int64 ids."""
+    __tracebackhide__ = True
+    if not isinstance(got, np.ndarray) or got.dtype != batch.dtype:
+        kind = type(got).__name__
+        kind = f"an array of {got.dtype}" if isinstance(got, np.ndarray) else f"a {kind}"
+        fail(ex, f"returned {kind}, expected a numpy array of the batch's dtype ({batch.dtype})",
+             input=inp)
+
+
 # -----------------------------------------------------------------------------
 # 6 seqlen_truncate. Likely mistakes:
 #  - batch[:, :L]: L tokens, so x and y of length L - 1 (the +1 for the shifted target);
 #  - batch[:L + 1]: rows instead of columns;
-#  - the last L + 1 tokens instead of the first.
+#  - the last L + 1 tokens instead of the first;
+#  - another dtype (int32 targets break cross_entropy) or a list of rows (not an array).
 
 
 @exercise("seqlen_truncate")
@@ -384,7 +487,9 @@ def test_ex06_seqlen_truncate(impl):
     before = batch.copy()
     for L in (1, 5, 8):
         inp = f"batch={before.tolist()}, L={L}"
-        same(ex, run(ex, fn, batch, L, inp=inp), [row[: L + 1] for row in before], inp)
+        got = run(ex, fn, batch, L, inp=inp)
+        same(ex, got, [row[: L + 1] for row in before], inp)
+        array_like(ex, got, batch, inp)
     unchanged(ex, batch, before, "batch")
 
 
@@ -393,7 +498,8 @@ def test_ex06_seqlen_truncate(impl):
 #  - rows that share no token (s[k*(L+1) : ...], Megatron's): the target between rows is lost;
 #  - rows of L tokens (the inputs reshaped, targets forgotten);
 #  - the rows of one sample not consecutive (sample-major order expected, as a reshape gives);
-#  - ceil(T / L) rows, or the wrong T (T + 1, the row width).
+#  - ceil(T / L) rows, or the wrong T (T + 1, the row width);
+#  - rows right-aligned when L does not divide T; another dtype than the batch's.
 
 
 @exercise("seqlen_reshape")
@@ -408,7 +514,9 @@ def test_ex07_seqlen_reshape(impl):
         T = batch.shape[1] - 1
         expected = [s[k * L : k * L + L + 1] for s in before for k in range(T // L)]  # the spec
         inp = f"batch=[[0..12], [100..112]] (T=12), L={L}"
-        same(ex, run(ex, fn, batch, L, inp=inp), expected, inp)
+        got = run(ex, fn, batch, L, inp=inp)
+        same(ex, got, expected, inp)
+        array_like(ex, got, batch, inp)
     unchanged(ex, batch, before, "batch")
 
 
@@ -419,7 +527,11 @@ def test_ex07_seqlen_reshape(impl):
 #  - the holes filled with the last n ids, drawn ones included: ids duplicated and lost;
 #  - positions drawn from all slots (len(self.ids)) instead of the self.n still in the bag;
 #  - self.ids replaced by a shorter array (np.delete): the next pass cannot refill the bag;
-#  - not random (the first n, or the last n).
+#  - not random (the first n, or the last n);
+#  - each id as often as it should, but not a uniform subset (a run of n neighbours from a random
+#    start): pairs of ids drawn together are not equally likely;
+#  - the global RNG (np.random) instead of rng: a resume cannot replay the draws;
+#  - a view of self.ids returned (a partial shuffle to the tail): a later refill overwrites a batch.
 
 
 def bag_contents(bag):
@@ -434,13 +546,16 @@ def test_ex08_bag_draw_each_pass_is_a_permutation(impl):
     rng = np.random.default_rng(8)
     members = np.arange(10, 30)
     bag = Bag(members)
+    kept = []  # (what a draw returned, its ids then): a batch must not change after it is drawn
     for p in range(2):
         run(ex, bag.add, members, inp=f"pass {p + 1}: refill with ids 10..29 (Bag.add)")
         drawn = []
         for n in (3, 5, 1, 7, 4):  # 20 in all: one whole pass
             inside = bag_contents(bag)
             inp = f"pass {p + 1}: a bag holding {inside}, n={n}"
-            out = as_numpy(run(ex, bag.draw, rng, n, inp=inp)).tolist()
+            got = run(ex, bag.draw, rng, n, inp=inp)
+            out = as_numpy(got).tolist()
+            kept.append((got, out, inp))
             if len(out) != n or len(set(out)) != n or not set(out) <= set(inside):
                 fail(ex, f"expected {n} distinct ids of the bag", input=inp, yours=out)
             left = sorted(set(inside) - set(out))
@@ -450,27 +565,60 @@ def test_ex08_bag_draw_each_pass_is_a_permutation(impl):
             drawn += out
         same(ex, sorted(drawn), members, f"pass {p + 1}: draws of 3, 5, 1, 7, 4 from 20 ids",
              what="one pass must draw every id exactly once")
+    for got, out, inp in kept:
+        if as_numpy(got).tolist() != out:
+            fail(ex, "a batch you returned changed when the bag was drawn from or refilled later: "
+                 "return a copy, not a view of self.ids", input=inp, drawn=out,
+                 later=as_numpy(got).tolist())
 
 
 @exercise("Bag.draw")
 def test_ex08_bag_draw_is_uniform(impl):
     """4000 times: a bag of 8, draw 3, then 3 of the 5 left. Each id is in the first draw with
-    probability 3/8, and in the second with 5/8 * 3/5 = 3/8."""
+    probability 3/8, and in the second with 5/8 * 3/5 = 3/8; each pair of ids is in the first draw
+    with probability 3/8 * 2/7 (a uniform subset, not only uniform ids)."""
     ex = EX["Bag.draw"]
     Bag = impl.get(ex)
     rng = np.random.default_rng(88)
     counts = np.zeros((2, 8))
+    pairs = np.zeros((8, 8))  # pairs[i, j]: i and j in the same first draw
     trials = 4000
     for _ in range(trials):
         bag = Bag(np.arange(8))
         bag.add(np.arange(8))
         for k in range(2):
-            out = run(ex, bag.draw, rng, 3, inp=f"a bag of ids 0..7, draw {k + 1} of 3")
-            counts[k, as_numpy(out)] += 1
+            out = as_numpy(run(ex, bag.draw, rng, 3, inp=f"a bag of ids 0..7, draw {k + 1} of 3"))
+            counts[k, out] += 1
+            if k == 0:
+                pairs[out[:, None], out[None, :]] += 1
     p = 3 / 8
     sigma = math.sqrt(trials * p * (1 - p))
     within(ex, counts[0], trials * p, sigma, "id", "first draw of 3 from 8, 4000 times")
     within(ex, counts[1], trials * p, sigma, "id", "second draw of 3 (5 left), 4000 times")
+    q = p * 2 / 7
+    within(ex, pairs[np.triu_indices(8, 1)], trials * q, math.sqrt(trials * q * (1 - q)),
+           "pair of ids (by index)", "first draw of 3 from 8, 4000 times")
+
+
+@exercise("Bag.draw")
+def test_ex08_bag_draw_uses_rng(impl):
+    """The same generator state gives the same draw, whatever the global RNG does (a resume
+    restores rng and must draw the same batches)."""
+    ex = EX["Bag.draw"]
+    Bag = impl.get(ex)
+
+    def draw(seed, global_seed):
+        np.random.seed(global_seed)  # a version on np.random gives another draw below
+        bag = Bag(np.arange(50))
+        bag.add(np.arange(50))
+        inp = f"a bag of ids 0..49, draw 10 with np.random.default_rng({seed})"
+        return as_numpy(run(ex, bag.draw, np.random.default_rng(seed), 10, inp=inp)).tolist()
+
+    a, b, c = draw(0, 1), draw(0, 2), draw(1, 1)
+    same(ex, b, a, "a bag of ids 0..49, draw 10, rng seeded 0 twice",
+         what="the same rng state must give the same ids (use rng, not np.random)")
+    if a == c:
+        fail(ex, "rng seeded 0 and 1 gave the same ids: is rng used?", yours=a)
 
 
 # -----------------------------------------------------------------------------
@@ -480,7 +628,9 @@ def test_ex08_bag_draw_is_uniform(impl):
 #  - one subset for every row, or a random contiguous window, or a random stride: not a
 #    uniform subset (positions or pairs of positions favoured);
 #  - the generator ignored (the global RNG): runs not reproducible;
-#  - range(T - 1) or 1..T: a position that can never be kept.
+#  - range(T - 1) or 1..T: a position that can never be kept, or position 0 always kept;
+#  - the device argument ignored (a CPU tensor for a CUDA model: the meta device shows it);
+#  - a Bernoulli(r / T) mask cut or padded to r: early positions favoured.
 
 
 @exercise("sample_kept_indices")
@@ -505,6 +655,20 @@ def test_ex09_sample_kept_indices_sorted_distinct_uniform(impl):
     q = r * (r - 1) / (T * (T - 1))  # each pair of positions with probability r(r-1) / T(T-1)
     pairs = (kept.T @ kept)[np.triu_indices(T, 1)]  # (T(T-1)/2,) pair counts
     within(ex, pairs, B * q, math.sqrt(B * q * (1 - q)), "pair of positions (by index)", inp)
+
+
+@exercise("sample_kept_indices")
+def test_ex09_sample_kept_indices_on_the_given_device(impl):
+    """On the device asked for: the model's, when it runs on a GPU (the meta device stands in for
+    one here: tensors with a shape and no data)."""
+    ex = EX["sample_kept_indices"]
+    fn = impl.get(ex)
+    inp = 'B=4, T=16, r=5, generator=None, device=torch.device("meta")'
+    idx = run(ex, fn, 4, 16, 5, None, torch.device("meta"), inp=inp)
+    tensor(ex, idx, inp)
+    if idx.device.type != "meta" or idx.shape != (4, 5) or idx.dtype != torch.int64:
+        fail(ex, "expected a (4, 5) int64 tensor on the device given (is device used?)",
+             input=inp, yours=f"{tuple(idx.shape)} {idx.dtype} on {idx.device}")
 
 
 @exercise("sample_kept_indices")
@@ -533,7 +697,9 @@ def test_ex09_sample_kept_indices_r_equals_t_and_generator(impl):
 #  - a flat index without each sample's offset b * T: every sample reads sample 0's rows;
 #  - x[:, idx] (a (B, B, r, C) cross product), or torch.gather without expanding idx over C;
 #  - an offset of b * r instead of b * T;
-#  - leaving autograd (numpy, .data, detach): no gradient reaches x.
+#  - leaving autograd (numpy, .data, detach): no gradient reaches x;
+#  - T taken from idx (idx.max() + 1) instead of x: wrong rows whenever position T-1 is dropped;
+#  - every sample gathering sample 0's positions (x[:, idx[0]]).
 
 
 def ltd_inputs(seed=10, B=3, T=7, C=4, r=3):
@@ -576,12 +742,17 @@ def test_ex10_gather_tokens_values_and_gradient(impl):
     unchanged(ex, x, before, "x")
     differentiable(ex, got, inp)
     wr = w[:, :3]  # (B, r, C) weights of the kept rows
-    run(ex, lambda: (got * wr).sum().backward(), inp=inp)
+    with nan_filled_memory():  # a backward that leaves rows unwritten fails every time
+        run(ex, lambda: (got * wr).sum().backward(), inp=inp)
     dx = torch.zeros_like(x)
     for b in range(3):
         dx[b, idx[b]] = wr[b]  # the plain loop's gradient: the weights, back at the kept rows
     same(ex, grad_of(ex, x, "x", inp), dx, inp, atol=1e-12,
          what="wrong gradient of x (loss = sum(out * w))")
+    idx = torch.tensor([[0, 2, 4], [1, 2, 5], [0, 3, 5]])  # position 6 = T-1 dropped everywhere
+    inp = f"x (3, 7, 4) random, idx={idx.tolist()}"
+    got = run(ex, fn, x.detach(), idx, inp=inp)
+    same(ex, got, torch.stack([x[b, idx[b]] for b in range(3)]).detach(), inp, atol=1e-12)
 
 
 # -----------------------------------------------------------------------------
@@ -589,7 +760,9 @@ def test_ex10_gather_tokens_values_and_gradient(impl):
 #  - in place on x (index_copy_ on its view, or x[b, idx] = y): the caller's x changes;
 #  - a scatter that adds (index_add, x + y at the kept rows) instead of replacing;
 #  - starting from zeros: the dropped tokens do not pass through;
-#  - a flat index without each sample's offset b * T.
+#  - a flat index without each sample's offset b * T;
+#  - into a detached copy (no gradient reaches the dropped tokens), or y added to the kept rows (a
+#    second residual: the block already adds its own).
 
 
 @exercise("scatter_tokens")
@@ -610,7 +783,8 @@ def test_ex11_scatter_tokens_values_and_gradients(impl):
     unchanged(ex, x, x0, "x")
     unchanged(ex, y, y0, "y")
     differentiable(ex, got, inp)
-    run(ex, lambda: (got * w).sum().backward(), inp=inp)
+    with nan_filled_memory():
+        run(ex, lambda: (got * w).sum().backward(), inp=inp)
     dx, dy = w.clone(), torch.stack([w[b, idx[b]] for b in range(3)])
     for b in range(3):
         dx[b, idx[b]] = 0  # a replaced row of x does not reach the output
@@ -683,7 +857,10 @@ def forward_per_sample(net, tokens, keep, forward):
 # 12 GatherRows.backward (stretch). Likely mistakes:
 #  - returning dx alone: forward had two inputs (x, rows), so backward returns (dx, None);
 #  - returning grad itself ((M, C), not x's (N, C));
-#  - the gradient put in the first M rows instead of the gathered rows.
+#  - the gradient put in the first M rows instead of the gathered rows;
+#  - the rows not gathered left uninitialised (new_empty): whatever the memory held reaches x's
+#    gradient (caught by filling every new tensor with NaN, not by hoping memory is non-zero);
+#  - dx sized by rows.max() + 1 instead of x's rows, or float32 whatever grad's dtype.
 
 
 @exercise("GatherRows.backward")
@@ -695,7 +872,8 @@ def test_ex12_gather_rows_backward(impl):
     rows = torch.tensor([7, 2, 5, 0])  # unique, in any order
     w = torch.randn(4, 4, generator=g, dtype=torch.float64)
     inp = f"x (10, 4) random, rows={rows.tolist()}, loss = sum(x[rows] * w)"
-    run(ex, lambda: (GatherRows.apply(x, rows) * w).sum().backward(), inp=inp)
+    with nan_filled_memory():
+        run(ex, lambda: (GatherRows.apply(x, rows) * w).sum().backward(), inp=inp)
     dx = torch.zeros(10, 4, dtype=torch.float64)
     for j, i in enumerate(rows.tolist()):
         dx[i] = w[j]  # the plain loop: row j of the output came from row rows[j] of x
@@ -706,7 +884,8 @@ def test_ex12_gather_rows_backward(impl):
 # 13 layer_tokens. Likely mistakes:
 #  - min(r, s) forgotten: under a seqlen curriculum r > s counts tokens never processed;
 #  - r = None (random-LTD off) not handled;
-#  - the dropping layers counted twice (s * L + r * n), or B left off one term.
+#  - the dropping layers counted twice (s * L + r * n), or B left off one term;
+#  - n taken as the default n_layer - 2 instead of n_ltd (or n_ltd = 0 read as the default).
 
 
 @exercise("layer_tokens")
@@ -716,7 +895,9 @@ def test_ex13_layer_tokens(impl):
     cases = [((2, 8, 4, 4, 2), 48),  # the docstring's
              ((2, 8, None, 4, 2), 64),  # random-LTD off: dense
              ((2, 8, 12, 4, 2), 64),  # r > s: the dropping layers see the s tokens there are
-             ((3, 16, 5, 6, 4), 3 * (16 * 2 + 5 * 4))]
+             ((3, 16, 5, 6, 4), 3 * (16 * 2 + 5 * 4)),
+             ((2, 8, 4, 6, 2), 2 * (8 * 4 + 4 * 2)),  # 2 of 6 layers drop (not 1 .. L-2)
+             ((2, 8, 4, 4, 0), 2 * 8 * 4)]  # no layer drops
     for args, want in cases:
         same(ex, run(ex, fn, *args), want, "B={}, s={}, r={}, n_layer={}, n_ltd={}".format(*args))
     from scheduler import RandomLTDScheduler

@@ -10,6 +10,7 @@ import inspect
 import math
 import os
 import re
+import types
 
 import numpy as np
 import pytest
@@ -85,6 +86,24 @@ def test_every_exercise_test_fails_on_its_shipped_stub(name):
             test.__name__, str(failed.value))
 
 
+@pytest.mark.parametrize("args,mine,said", [(["tests/test_exercises.py"], False, True),
+                                             (["tests/test_exercises.py::test_ex01"], False, True),
+                                             (["tests/test_exercises.py"], True, False),
+                                             (["tests/test_exercises_meta.py"], False, False)])
+def test_a_run_on_the_reference_says_so_first(args, mine, said):
+    """conftest.py: without --mine, the first line says the reference is tested, and how to test
+    yours."""
+    import conftest
+
+    lines = []
+    reporter = types.SimpleNamespace(write_line=lines.append)
+    plugins = types.SimpleNamespace(get_plugin=lambda name: reporter)
+    config = types.SimpleNamespace(args=args, getoption=lambda name: mine, pluginmanager=plugins)
+    conftest.pytest_sessionstart(types.SimpleNamespace(config=config))
+    assert lines == (["tests/test_exercises.py tests the reference (the concept files); to test "
+                      "yours (exercises/*.py), add --mine"] if said else [])
+
+
 def test_every_exercise_has_tests_and_mistakes():
     for name in tx.EX:
         assert tx.TESTS[name], name
@@ -138,6 +157,30 @@ def _(counts):
     return -np.log(c / c.sum())
 
 
+@mistake("unigram_neg_log_p", "counts through float32 (a count above 2**24 loses digits)")
+def _(counts):
+    c = np.maximum(counts, 1).astype(np.float32).astype(np.float64)
+    return -np.log(c / c.sum())
+
+
+@mistake("unigram_neg_log_p", "surprisals returned as float32")
+def _(counts):
+    c = np.maximum(counts, 1).astype(np.float64)
+    return (-np.log(c / c.sum())).astype(np.float32)
+
+
+@mistake("unigram_neg_log_p", "counts cast to int32 (a count above 2**31 wraps)")
+def _(counts):
+    c = np.maximum(counts, 1).astype(np.int32)
+    return -np.log(c / c.sum())
+
+
+@mistake("unigram_neg_log_p", "zero counts set to the smallest count seen, not 1")
+def _(counts):
+    c = np.where(counts > 0, counts, counts[counts > 0].min()).astype(np.float64)
+    return -np.log(c / c.sum())
+
+
 # -----------------------------------------------------------------------------
 # 2 vocab_rarity
 
@@ -165,6 +208,21 @@ def _(samples, neg_log_p):
 @mistake("vocab_rarity", "truncated to an integer")
 def _(samples, neg_log_p):
     return neg_log_p[samples].sum(axis=1).astype(np.int64)
+
+
+@mistake("vocab_rarity", "summed in float32")
+def _(samples, neg_log_p):
+    return neg_log_p[samples].sum(axis=1, dtype=np.float32)
+
+
+@mistake("vocab_rarity", "ids cast to uint8 (the end-of-document id 256 reads id 0)")
+def _(samples, neg_log_p):
+    return neg_log_p[samples.astype(np.uint8)].sum(axis=1)
+
+
+@mistake("vocab_rarity", "np.bincount without minlength")
+def _(samples, neg_log_p):
+    return np.array([np.bincount(s) @ neg_log_p for s in samples])
 
 
 # -----------------------------------------------------------------------------
@@ -199,6 +257,36 @@ def _(sample_to_metric):
     i = np.argsort(sample_to_metric, kind="stable")
     sample_to_metric.sort()
     return i, sample_to_metric
+
+
+@mistake("sort_index", "sorted at float32 precision")
+def _(sample_to_metric):
+    i = np.argsort(sample_to_metric.astype(np.float32), kind="stable")
+    return i, sample_to_metric[i]
+
+
+@mistake("sort_index", "index_to_metric stored as float32")
+def _(sample_to_metric):
+    i = np.argsort(sample_to_metric, kind="stable")
+    return i, sample_to_metric[i].astype(np.float32)
+
+
+@mistake("sort_index", "sorted by the whole part of the metric")
+def _(sample_to_metric):
+    i = np.argsort(sample_to_metric.astype(np.int64), kind="stable")
+    return i, sample_to_metric[i]
+
+
+@mistake("sort_index", "ties broken by adding id * 1e-9 to the metric")
+def _(sample_to_metric):
+    i = np.argsort(sample_to_metric + 1e-9 * np.arange(len(sample_to_metric)))
+    return i, sample_to_metric[i]
+
+
+@mistake("sort_index", "sorted on the metric rounded to 6 decimals")
+def _(sample_to_metric):
+    i = np.argsort(np.round(sample_to_metric, 6), kind="stable")
+    return i, sample_to_metric[i]
 
 
 # -----------------------------------------------------------------------------
@@ -254,6 +342,40 @@ def _(t, lo, hi, total, step, degree):
     return schedule(t, lo, hi, total, step, degree, div=False)
 
 
+@mistake("root_schedule", "rearranged: t ** (1/k) / T ** (1/k)")
+def _(t, lo, hi, total, step, degree):
+    d = math.floor(lo + (hi - lo) * t ** (1.0 / degree) / total ** (1.0 / degree))
+    d -= d % step
+    return min(max(d, math.ceil(lo / step) * step), hi)
+
+
+@mistake("root_schedule", "rearranged: exp(ln(t / T) / k)")
+def _(t, lo, hi, total, step, degree):
+    x = math.exp(math.log(t / total) / degree) if t > 0 else 0.0
+    d = math.floor(lo + x * (hi - lo))
+    d -= d % step
+    return min(max(d, math.ceil(lo / step) * step), hi)
+
+
+@mistake("root_schedule", "exact integer arithmetic (isqrt), not DeepSpeed's floats")
+def _(t, lo, hi, total, step, degree):
+    t = min(t, total)
+    if degree == 1:
+        d = lo + (hi - lo) * t // total
+    else:
+        d = lo + int(round(((hi - lo) ** degree * t / total) ** (1.0 / degree)))
+    d -= d % step
+    return min(max(d, math.ceil(lo / step) * step), hi)
+
+
+@mistake("root_schedule", "evaluated in float32")
+def _(t, lo, hi, total, step, degree):
+    x = np.float32(t) / np.float32(total)
+    d = int(np.floor(x ** np.float32(1.0 / degree) * np.float32(hi - lo) + np.float32(lo)))
+    d -= d % step
+    return min(max(d, math.ceil(lo / step) * step), hi)
+
+
 # -----------------------------------------------------------------------------
 # 5 admitted_prefix
 
@@ -298,6 +420,35 @@ def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
     return int(np.searchsorted(index_to_metric, v, side="right"))
 
 
+@mistake("admitted_prefix", "value: metric and d at float32 precision")
+def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
+    if difficulty_type == "value":
+        return int(np.searchsorted(np.asarray(index_to_metric, np.float32), np.float32(d), "right"))
+    return percentile_count(d, len(index_to_sample), max_difficulty)
+
+
+@mistake("admitted_prefix", "value: d taken as a whole number")
+def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
+    if difficulty_type == "value":
+        return int(np.searchsorted(index_to_metric, int(d), side="right"))
+    return percentile_count(d, len(index_to_sample), max_difficulty)
+
+
+@mistake("admitted_prefix", "value: metric <= d + 1e-9 (an epsilon for safety)")
+def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
+    if difficulty_type == "value":
+        return int(np.searchsorted(index_to_metric, d + 1e-9, side="right"))
+    return percentile_count(d, len(index_to_sample), max_difficulty)
+
+
+@mistake("admitted_prefix", "percentile: a float count when d comes as 10.0 (a JSON config)")
+def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
+    if difficulty_type == "value":
+        return int(np.searchsorted(index_to_metric, d, side="right"))
+    N = len(index_to_sample)
+    return N if d >= max_difficulty else (N // max_difficulty) * d
+
+
 # -----------------------------------------------------------------------------
 # 6 seqlen_truncate
 
@@ -315,6 +466,16 @@ def _(batch, L):
 @mistake("seqlen_truncate", "the last L+1 tokens")
 def _(batch, L):
     return batch[:, -(L + 1):]
+
+
+@mistake("seqlen_truncate", "cast to int32 to save memory")
+def _(batch, L):
+    return batch[:, : L + 1].astype(np.int32)
+
+
+@mistake("seqlen_truncate", "a list of rows")
+def _(batch, L):
+    return [row[: L + 1] for row in batch]
 
 
 # -----------------------------------------------------------------------------
@@ -352,6 +513,20 @@ def _(batch, L):
     T = batch.shape[1] - 1
     idx = np.arange(-(-T // L))[:, None] * L + np.arange(L + 1)
     return batch[:, idx].reshape(-1, L + 1)
+
+
+@mistake("seqlen_reshape", "rows right-aligned when L does not divide T")
+def _(batch, L):
+    T = batch.shape[1] - 1
+    idx = T % L + np.arange(T // L)[:, None] * L + np.arange(L + 1)
+    return batch[:, idx].reshape(-1, L + 1)
+
+
+@mistake("seqlen_reshape", "cast to int32")
+def _(batch, L):
+    T = batch.shape[1] - 1
+    idx = np.arange(T // L)[:, None] * L + np.arange(L + 1)
+    return batch[:, idx].reshape(-1, L + 1).astype(np.int32)
 
 
 # -----------------------------------------------------------------------------
@@ -419,6 +594,33 @@ def _(self, rng, n):
     return out
 
 
+@mistake("Bag.draw", "a run of n neighbours from a random start (each id as often, sets not)")
+def _(self, rng, n):
+    m = self.n
+    pick = (rng.integers(m) + np.arange(n)) % m
+    out = self.ids[pick]
+    fill_holes(self, pick, n)
+    return out
+
+
+@mistake("Bag.draw", "the global RNG (np.random), not rng")
+def _(self, rng, n):
+    pick = np.random.choice(self.n, n, replace=False)
+    out = self.ids[pick]
+    fill_holes(self, pick, n)
+    return out
+
+
+@mistake("Bag.draw", "a view of the bag returned (the next refill overwrites it)")
+def _(self, rng, n):
+    m = self.n
+    for i in range(n):  # a partial Fisher-Yates shuffle: the drawn ids go to the tail
+        j = rng.integers(m - i)
+        self.ids[[j, m - 1 - i]] = self.ids[[m - 1 - i, j]]
+    self.n = m - n
+    return self.ids[m - n : m]
+
+
 # -----------------------------------------------------------------------------
 # 9 sample_kept_indices
 
@@ -464,6 +666,25 @@ def _(B, T, r, generator=None, device=None):
     return scores(B, T - 1, generator).topk(r, dim=1).indices.sort(dim=1).values
 
 
+@mistake("sample_kept_indices", "the device argument ignored")
+def _(B, T, r, generator=None, device=None):
+    return scores(B, T, generator).topk(r, dim=1).indices.sort(dim=1).values
+
+
+@mistake("sample_kept_indices", "position 0 always kept, r - 1 drawn")
+def _(B, T, r, generator=None, device=None):
+    rest = torch.empty(B, T - 1, device=device).uniform_(generator=generator)
+    idx = rest.topk(r - 1, dim=1).indices + 1
+    return torch.cat([torch.zeros(B, 1, dtype=torch.int64, device=device), idx], 1).sort(1).values
+
+
+@mistake("sample_kept_indices", "a Bernoulli(r / T) mask, cut or padded to r positions")
+def _(B, T, r, generator=None, device=None):
+    drop = (scores(B, T, generator) >= r / T).long()  # 0: kept by the mask
+    order = (drop * T + torch.arange(T)).argsort(dim=1)  # the mask's positions first, in order
+    return order[:, :r].sort(dim=1).values
+
+
 # -----------------------------------------------------------------------------
 # 10 gather_tokens
 
@@ -495,6 +716,19 @@ def _(x, idx):
 def _(x, idx):
     a = x.detach().numpy()[np.arange(x.size(0))[:, None], idx.numpy()]
     return torch.from_numpy(a)
+
+
+@mistake("gather_tokens", "T taken as the largest kept position + 1")
+def _(x, idx):
+    B, _, C = x.shape
+    T = int(idx.max()) + 1
+    rows = (idx + T * torch.arange(B)[:, None]).flatten()
+    return x.reshape(-1, C)[rows].view(B, -1, C)
+
+
+@mistake("gather_tokens", "every sample gathers sample 0's positions")
+def _(x, idx):
+    return x[:, idx[0]]
 
 
 # -----------------------------------------------------------------------------
@@ -531,6 +765,21 @@ def _(x, idx, y):
     return x.reshape(B * T, C).index_copy(0, idx.flatten(), y.reshape(-1, C)).view(B, T, C)
 
 
+@mistake("scatter_tokens", "into a detached copy: no gradient reaches the dropped tokens")
+def _(x, idx, y):
+    out = x.detach().clone()
+    out[torch.arange(x.size(0))[:, None], idx] = y
+    return out
+
+
+@mistake("scatter_tokens", "y added to the kept rows (a second residual)")
+def _(x, idx, y):
+    out = x.clone()
+    b = torch.arange(x.size(0))[:, None]
+    out[b, idx] = x[b, idx] + y
+    return out
+
+
 # -----------------------------------------------------------------------------
 # 12 GatherRows.backward
 
@@ -551,6 +800,25 @@ def _(ctx, grad):
     dx = grad.new_zeros(ctx.n_rows, grad.size(1))
     dx[: grad.size(0)] = grad
     return dx, None
+
+
+@mistake("GatherRows.backward", "rows not written left uninitialised (new_empty)")
+def _(ctx, grad):
+    (rows,) = ctx.saved_tensors
+    return grad.new_empty(ctx.n_rows, grad.size(1)).index_copy_(0, rows, grad), None
+
+
+@mistake("GatherRows.backward", "sized by rows.max() + 1, not the rows of x")
+def _(ctx, grad):
+    (rows,) = ctx.saved_tensors
+    dx = grad.new_zeros(int(rows.max()) + 1, grad.size(1))
+    return dx.index_copy_(0, rows, grad), None
+
+
+@mistake("GatherRows.backward", "a float32 gradient whatever grad's dtype")
+def _(ctx, grad):
+    (rows,) = ctx.saved_tensors
+    return torch.zeros(ctx.n_rows, grad.size(1)).index_copy_(0, rows, grad.float()), None
 
 
 # -----------------------------------------------------------------------------
@@ -578,6 +846,20 @@ def _(B, s, r, n_layer, n_ltd):
 def _(B, s, r, n_layer, n_ltd):
     r = s if r is None else min(r, s)
     return B * s * (n_layer - n_ltd) + r * n_ltd
+
+
+@mistake("layer_tokens", "the dropping layers taken as the default n_layer - 2")
+def _(B, s, r, n_layer, n_ltd):
+    r = s if r is None else min(r, s)
+    n = n_layer - 2
+    return B * (s * (n_layer - n) + r * n)
+
+
+@mistake("layer_tokens", "n_ltd = 0 read as the default layers")
+def _(B, s, r, n_layer, n_ltd):
+    r = s if r is None else min(r, s)
+    n = n_ltd or n_layer - 2
+    return B * (s * (n_layer - n) + r * n)
 
 
 # -----------------------------------------------------------------------------
@@ -637,7 +919,7 @@ def _(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
     if difficulty_type == "value":
         return int(np.count_nonzero(np.asarray(index_to_metric) <= d))
     N = len(index_to_sample)
-    return N if d == max_difficulty else N // max_difficulty * d
+    return N if d == max_difficulty else N // int(max_difficulty) * int(d)
 
 
 @alternative("seqlen_truncate", "np.delete the tail")
@@ -667,7 +949,8 @@ def _(B, T, r, generator=None, device=None):
 
 @alternative("sample_kept_indices", "multinomial without replacement")
 def _(B, T, r, generator=None, device=None):
-    picked = torch.multinomial(torch.ones(B, T), r, replacement=False, generator=generator)
+    picked = torch.multinomial(torch.ones(B, T, device=device), r, replacement=False,
+                               generator=generator)
     return picked.sort(dim=1).values
 
 

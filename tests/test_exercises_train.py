@@ -90,21 +90,38 @@ def reference_copy(concept):
 
 
 def test_python_m_exercises_train_with_the_reference_as_yours(corpus, tmp_path):
-    """The command of exercises/README.md, on a learner's package that copies the reference."""
-    pkg = tmp_path / "learner" / "exercises"
+    """The command of exercises/README.md, on a learner's package that copies the reference: in its
+    own run directory, replaced (a checkpoint left there does not stop it), the calls of yours
+    counted; a learner file that does not import is one line naming it and its line."""
+    learner = tmp_path / "learner"
+    pkg = learner / "exercises"
     pkg.mkdir(parents=True)
-    for name in ("__init__.py", "train.py"):
+    for name in ("__init__.py", "train.py", "compare.py"):
         (pkg / name).write_text(open(os.path.join(ROOT, "exercises", name)).read())
     for concept in CONCEPTS:
         (pkg / f"{concept}.py").write_text(reference_copy(concept))
+    (learner / runner.RUN_DIR).mkdir()
+    (learner / runner.RUN_DIR / "ckpt.pt").write_text("a run before this one")
     env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-m", "exercises.train", *TINY, *CURRICULA,
-                          f"--data_dir={corpus}", f"--out_dir={tmp_path / 'out'}"],
-                         cwd=tmp_path / "learner", env=env, capture_output=True, text=True,
-                         timeout=300)
+                          f"--data_dir={corpus}"], cwd=learner, env=env, capture_output=True,
+                         text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     everything = ", ".join(f"{n} {name}" for n, _, name in EXERCISES)
     assert f"exercises.train: yours: {everything}\n" in out.stdout, out.stdout
     assert "exercises.train: the reference's (still stubs): none\n" in out.stdout
     assert "your analyzer builds the curriculum index in" in out.stdout
     assert "iter 2:" in out.stdout, out.stdout
+    ran = out.stdout.strip().splitlines()[-1]  # every one of yours but the reshape ran
+    assert ran.startswith("exercises.train: yours that ran: 1 unigram_neg_log_p (1 call), "), ran
+    assert ran.endswith("13 layer_tokens (6 calls); yours that these flags never call: "
+                        "7 seqlen_reshape"), ran
+    assert not (learner / "out").exists()  # python train.py's own out_dir stays free
+    assert os.path.getsize(learner / runner.RUN_DIR / "ckpt.pt") > 1000  # this run's checkpoint
+    (pkg / "sampler.py").write_text(reference_copy("sampler") + "\ndef broken(:\n")
+    out = subprocess.run([sys.executable, "-m", "exercises.train"], cwd=learner, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and out.stderr.strip().splitlines() == [
+        f"exercises.train: exercises/sampler.py does not import: SyntaxError: invalid "
+        f"syntax (sampler.py, line {reference_copy('sampler').count(chr(10)) + 2})"], (
+            out.stdout + out.stderr)
