@@ -560,3 +560,29 @@ def test_two_documents_split_near_the_asked_fraction_at_a_line_end(tmp_path, cap
     assert re.search(r"^note: few documents: whole files would put far more than --val_fraction=0.1 in val, "
                      r"so .*(valid|test)\.txt is cut at a line end: its first [\d,]+ bytes in val, the other "
                      r"[\d,]+ in train \(more files avoid it\)$", out, re.M)
+
+
+def rss_file_kb():
+    """Resident memory backed by files (mapped token files among them), in kB, as /proc reports it."""
+    with open("/proc/self/status") as f:
+        return int(f.read().split("RssFile:")[1].split()[0])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux's /proc")
+def test_batches_read_through_a_fresh_map_are_the_same_and_leave_no_resident_pages(tmp_path):
+    """windows.get opens the token file's map for each read (as nanoGPT's get_batch): the same rows as indexing
+    one map held open, and the pages it touched do not stay in this process's resident memory."""
+    rng = np.random.default_rng(0)
+    rng.integers(0, 50257, 16 << 20, dtype=np.uint16).tofile(tmp_path / "train.bin")  # 32 MB
+    T = 128
+    windows = data.SampleWindows(str(tmp_path / "train.bin"), T)
+    before = rss_file_kb()
+    for _ in range(100):  # 1,600 random windows: a held map keeps every page (or large folio) they touch
+        windows.get(rng.integers(0, len(windows), 16))
+    assert rss_file_kb() - before < 2048, (before, rss_file_kb())
+    held = np.memmap(tmp_path / "train.bin", dtype=np.uint16, mode="r")
+    for _ in range(20):  # the old path: one map, fancy-indexed
+        ids = rng.integers(0, len(windows), 16)
+        want = held[ids[:, None] * T + np.arange(T + 1)].astype(np.int64)
+        got = windows.get(ids)
+        assert got.dtype == np.int64 and np.array_equal(got, want)
