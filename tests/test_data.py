@@ -562,6 +562,83 @@ def test_two_documents_split_near_the_asked_fraction_at_a_line_end(tmp_path, cap
                      r"[\d,]+ in train \(more files avoid it\)$", out, re.M)
 
 
+# -----------------------------------------------------------------------------
+# a nanoGPT corpus is identified by its files' stat, hashed only when that changes (issue 41)
+
+
+def nanogpt_copy(corpus, d, age_s=60):
+    """corpus's two token files in d (no meta.json: a nanoGPT directory), last modified age_s ago
+    (a file modified within 2 s of its hash is not recorded: its mtime could hide a second write)."""
+    os.makedirs(d, exist_ok=True)
+    for name in ("train.bin", "val.bin"):
+        (d / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
+        t = os.stat(d / name).st_mtime_ns - age_s * 10**9
+        os.utime(d / name, ns=(t, t))
+    return str(d)
+
+
+def counting_scans(monkeypatch):
+    """bins.scan_bins, counted: [data_dir of each full read]."""
+    scans, scan_bins = [], bins.scan_bins
+    monkeypatch.setattr(bins, "scan_bins", lambda d, *a, **k: scans.append(d) or scan_bins(d, *a, **k))
+    return scans
+
+
+def test_an_unchanged_nanogpt_corpus_is_not_read_again(corpus, tmp_path, monkeypatch, capsys):
+    """The first start hashes both splits and records their (size, mtime, ctime, inode) beside them; the next
+    starts read only that record: no full read, and the same meta (fingerprint, entropy, counts) as a full scan."""
+    d = nanogpt_copy(corpus, tmp_path / "nano")
+    scans = counting_scans(monkeypatch)
+    first = data.load_meta(d, 257)
+    assert scans == [d] and re.search(r"^hashing .*nano \([\d,]+ tokens: no record of them yet\)", capsys.readouterr().out, re.M)
+    assert first["fingerprint"] == data.load_meta(corpus)["fingerprint"]  # the content hash, as today
+    for _ in range(2):
+        assert data.load_meta(d, 257) == first
+    assert scans == [d] and capsys.readouterr().out == ""  # not read again, nothing said
+    with pytest.raises(ValueError, match=r"holds token id \d+ \(scan.json's max_token_id\), not below vocab_size 100; .*--vocab_size="):
+        data.load_meta(d, 100)  # the largest id is still checked, from the record
+    fresh = nanogpt_copy(corpus, tmp_path / "fresh", age_s=0)  # just written: not recorded
+    data.load_meta(fresh, 257)
+    data.load_meta(fresh, 257)
+    assert scans == [d, fresh, fresh] and not os.path.exists(os.path.join(fresh, bins.SCAN_RECORD))
+
+
+@pytest.mark.parametrize("how", ["size", "mtime"])
+def test_a_changed_nanogpt_corpus_is_seen_by_its_stat_and_hashed_again(corpus, tmp_path, monkeypatch, capsys, how):
+    """One token more (size) or one token changed in place (same size, new mtime): the stat says so, the corpus is
+    read whole again with a line naming what changed, and its fingerprint is the new content's."""
+    d = nanogpt_copy(corpus, tmp_path / "nano")
+    scans = counting_scans(monkeypatch)
+    before = data.load_meta(d, 257)
+    val = read_split(d, "val")
+    if how == "size":
+        val = np.append(val, val[:1])
+    else:
+        val[5] = (val[5] + 1) % 256
+    t = os.stat(os.path.join(d, "val.bin")).st_mtime_ns
+    val.tofile(os.path.join(d, "val.bin"))
+    os.utime(os.path.join(d, "val.bin"), ns=(t + 10**9, t + 10**9))  # a second later, still 59 s ago
+    capsys.readouterr()
+    after = data.load_meta(d, 257)
+    out = capsys.readouterr().out
+    assert scans == [d, d] and after["fingerprint"] != before["fingerprint"]
+    changed = "size, mtime, ctime" if how == "size" else "mtime, ctime"
+    assert re.search(rf"^hashing .*nano \([\d,]+ tokens: val.bin's {changed} changed since {bins.SCAN_RECORD}\)",
+                     out, re.M), out
+    assert re.search(r"^hashed [\d,]+ tokens in [\d.]+ s \([\d.]+\w? tokens/s\)$", out, re.M), out
+    assert data.load_meta(d, 257) == after and len(scans) == 2  # recorded again
+
+
+def test_a_damaged_scan_record_is_read_past(corpus, tmp_path, monkeypatch, capsys):
+    d = nanogpt_copy(corpus, tmp_path / "nano")
+    want = data.load_meta(d, 257)
+    scans = counting_scans(monkeypatch)
+    with open(os.path.join(d, bins.SCAN_RECORD), "w") as f:
+        f.write('{"files": ')
+    assert data.load_meta(d, 257) == want and len(scans) == 1
+    assert f"{bins.SCAN_RECORD} is unreadable" in capsys.readouterr().out
+
+
 def rss_file_kb():
     """Resident memory backed by files (mapped token files among them), in kB, as /proc reports it."""
     with open("/proc/self/status") as f:
