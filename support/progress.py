@@ -4,8 +4,7 @@ saving), seen wherever the output goes: tqdm's bar in a terminal; when stdout is
 (nohup, a scheduler, `| tee`), where a bar would vanish, a line at least every INTERVAL seconds:
 
     hashing data/owt: 1.20G of 4.00G tokens (30%), 310M tokens/s, 9 s left
-    sorting and saving vocab_rarity: 70.0M samples ...
-    sorting and saving vocab_rarity: 5 s so far
+    sorting and saving vocab_rarity (70,000,000 samples): 5 s so far
 
 But:
 - a single long call (a sort, a save) cannot say how far it is: `ticking` says that it still runs,
@@ -75,12 +74,11 @@ class Progress:
 @contextlib.contextmanager
 def ticking(desc, verbose=True):
     """Around one long call that reports nothing while it runs (a sort, a save): when stdout is not
-    a terminal, a line as it starts, then 'desc: 5 s so far' every INTERVAL seconds until it ends.
-    In a terminal, nothing (as tqdm shows no bar for it)."""
+    a terminal, 'desc: 5 s so far' every INTERVAL seconds until it ends (a short call says
+    nothing). In a terminal, nothing (as tqdm shows no bar for it)."""
     if not verbose or in_terminal():
         yield
         return
-    print(f"{desc} ...", flush=True)
     t0 = time.perf_counter()
     done = threading.Event()
 
