@@ -12,6 +12,8 @@ Benchmarks that print ratios measured side by side in one run, as tables
     python bench.py dense      # our dense training step vs nanoGPT's model
                                # (--nanogpt=path/to/model.py)
     python bench.py prepare    # data.py's peak memory on 30 and 150 MB of text: MB per extra MB
+    python bench.py scale --tokens=2e9  # an OpenWebText-shaped corpus: index build, start,
+                               # batch fetch, RssFile (experiments/bench_scale.py)
 
 Each table states device, torch version and threads, and the median (min-max) of rounds run
 interleaved (ours, theirs, ours, ...) after warm-up ones, so that drift in machine load hits every
@@ -414,8 +416,10 @@ def bench_prepare(args):
 
 
 def main(argv=None):
+    from experiments.bench_scale import bench_scale  # subtle: it imports this file's helpers
+
     benches = {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd,
-               "dense": bench_dense, "prepare": bench_prepare}
+               "dense": bench_dense, "prepare": bench_prepare, "scale": bench_scale}
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):  # say which there are
         print(f"usage: python bench.py {{{','.join(benches)}}} [--key=value ...]\n{__doc__}")
