@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from support.files import atomic_write
-from support.progress import Progress, si
+from support.progress import Progress, say, si
 
 SCAN_RECORD = "scan.json"  # beside a nanoGPT directory's train.bin and val.bin
 IDENTITY = ("size", "mtime", "ctime", "inode")  # a file's, as file_identity lists it
@@ -125,11 +125,11 @@ def recorded_scan(data_dir, vocab_size, racy_s=2.0):
                              f"size (at least --vocab_size={top + 1})")
         return scan
     n = sum(size // 2 for size, *_ in ids.values())
-    print(f"hashing {data_dir} ({n:,} tokens: {why})", flush=True)
+    say(f"hashing {data_dir} ({n:,} tokens: {why})")
     t0 = time.time()
     scan = scan_bins(data_dir, vocab_size, verbose=True)  # names a file with an id >= vocab_size
     dt = time.time() - t0
-    print(f"hashed {n:,} tokens in {dt:.1f} s ({si(n / max(dt, 1e-9))} tokens/s)", flush=True)
+    say(f"hashed {n:,} tokens in {dt:.1f} s ({si(n / max(dt, 1e-9))} tokens/s)")
     newest = max(mtime for _, mtime, *_ in ids.values())
     if file_identity(data_dir) == ids and newest < (t0 - racy_s) * 1e9:  # unchanged while read
         path = os.path.join(data_dir, SCAN_RECORD)

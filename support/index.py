@@ -30,7 +30,7 @@ from analyzer import KEYS, METRICS
 from support.cli import opt, parse
 from support.files import atomic_write
 from support.prepare import corpus_dir
-from support.progress import si
+from support.progress import say, si
 
 # -----------------------------------------------------------------------------
 # what an index describes, and whether the one on disk still does
@@ -138,8 +138,8 @@ def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbo
         finish(d, n, infos[n])
         dt, tokens = time.time() - t0, infos[n]["size"] // 2
         if verbose:
-            print(f"built index {n} in {d}: {tokens:,} tokens in {dt:.1f} s "
-                  f"({si(tokens / max(dt, 1e-9))} tokens/s)", flush=True)
+            say(f"built index {n} in {d}: {tokens:,} tokens in {dt:.1f} s "
+                f"({si(tokens / max(dt, 1e-9))} tokens/s)")
     return load_index(index_dir, block_size, names)
 
 

@@ -20,11 +20,20 @@ import time
 from tqdm import tqdm
 
 INTERVAL = 5.0  # seconds between two lines when stdout is not a terminal (tests set it small)
+# subtle: when the last line was printed, by any phase: a phase that starts 4 s after a line of
+# the one before it speaks after 1 s more, not 5 (the silence between two lines stays <= INTERVAL)
+_last_line = [time.perf_counter()]
 
 
 def in_terminal():
     """True when a bar is seen: stdout and stderr (tqdm's) are both terminals."""
     return sys.stdout.isatty() and sys.stderr.isatty()
+
+
+def say(line):
+    """Print a line now (flushed) and count it as the latest progress line."""
+    print(line, flush=True)
+    _last_line[0] = time.perf_counter()
 
 
 def si(x):
@@ -42,15 +51,14 @@ class Progress:
         self.lines = verbose and not in_terminal()  # else the bar (or nothing: verbose=False)
         self.bar = tqdm(total=total, desc=desc, unit=unit[:3], unit_scale=True,
                         disable=not verbose or self.lines)
-        self.t0 = self.last = time.perf_counter()
+        self.t0 = time.perf_counter()
 
     def update(self, n):
         self.done += n
         self.bar.update(n)
         now = time.perf_counter()
-        if self.lines and now - self.last >= INTERVAL:
-            self.last = now
-            print(self.line(now - self.t0), flush=True)
+        if self.lines and now - _last_line[0] >= INTERVAL:
+            say(self.line(now - self.t0))
 
     def line(self, elapsed):
         """'desc: done of total unit (pct), rate unit/s, left s left' after elapsed seconds."""
@@ -82,9 +90,10 @@ def ticking(desc, verbose=True):
     t0 = time.perf_counter()
     done = threading.Event()
 
-    def tick():
-        while not done.wait(max(INTERVAL, 0.01)):  # subtle: a wait of 0 would spin
-            print(f"{desc}: {time.perf_counter() - t0:.0f} s so far", flush=True)
+    def tick():  # subtle: a wait of 0 would spin
+        while not done.wait(max(_last_line[0] + INTERVAL - time.perf_counter(), 0.01)):
+            if time.perf_counter() - _last_line[0] >= INTERVAL:
+                say(f"{desc}: {time.perf_counter() - t0:.0f} s so far")
 
     ticker = threading.Thread(target=tick, daemon=True)
     ticker.start()
