@@ -3,4 +3,4 @@ directory's lock (checkpoint.py), the DeepSpeed JSON mapping and its checks (ds_
 writing and reading back corpora (corpus.py, prepare.py, bins.py), the curriculum index's cache and
 worker pool (index.py), torch.compile with changing shapes (compiling.py), what train.py prints
 besides its log lines (report.py), the command-line machinery (cli.py), atomic writes (files.py),
-the layout of the concept files' demos (demos.py)."""
+progress lines without a terminal (progress.py), the layout of the concept files' demos (demos.py)."""
