@@ -23,6 +23,7 @@ from support.progress import Progress, say, si
 
 SCAN_RECORD = "scan.json"  # beside a nanoGPT directory's train.bin and val.bin
 IDENTITY = ("size", "mtime", "ctime", "inode")  # a file's, as file_identity lists it
+SCAN_KEYS = {"train_tokens", "val_tokens", "max_token_id", "fingerprint", "unigram_entropy"}
 
 
 def _n_tokens(path):
@@ -101,10 +102,13 @@ def why_rescan(data_dir, ids):
         return None, "no record of them yet"
     except (OSError, ValueError, KeyError, TypeError) as e:
         return None, f"{SCAN_RECORD} is unreadable ({e.__class__.__name__})"
+    if not (isinstance(files, dict) and isinstance(scan, dict) and SCAN_KEYS <= scan.keys()):
+        return None, f"{SCAN_RECORD} is unreadable (not a record of scan_bins)"
     for name, now in ids.items():
-        was = files.get(name) if isinstance(files, dict) else None
+        was = files.get(name)
         if was != now:
-            changed = [k for k, a, b in zip(IDENTITY, was or [None] * 4, now) if a != b]
+            was = was if isinstance(was, list) and len(was) == len(now) else [None] * len(now)
+            changed = [k for k, a, b in zip(IDENTITY, was, now) if a != b]
             return None, f"{name}'s {', '.join(changed)} changed since {SCAN_RECORD}"
     return scan, None
 
@@ -136,8 +140,8 @@ def recorded_scan(data_dir, vocab_size, racy_s=2.0):
         try:
             atomic_write(path, lambda f: json.dump({"files": ids, "scan": scan}, f), "w")
         except OSError as e:
-            print(f"note: cannot write {path} ({e.strerror or e}): the next start reads "
-                  f"{data_dir} whole again", flush=True)
+            say(f"note: cannot write {path} ({e.strerror or e}): the next start reads "
+                f"{data_dir} whole again")
     return scan
 
 

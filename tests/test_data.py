@@ -590,12 +590,14 @@ def test_an_unchanged_nanogpt_corpus_is_not_read_again(corpus, tmp_path, monkeyp
     d = nanogpt_copy(corpus, tmp_path / "nano")
     scans = counting_scans(monkeypatch)
     first = data.load_meta(d, 257)
-    assert scans == [d] and re.search(r"^hashing .*nano \([\d,]+ tokens: no record of them yet\)", capsys.readouterr().out, re.M)
+    out = capsys.readouterr().out
+    assert scans == [d] and re.search(r"^hashing .*nano \([\d,]+ tokens: no record of them yet\)", out, re.M)
     assert first["fingerprint"] == data.load_meta(corpus)["fingerprint"]  # the content hash, as today
     for _ in range(2):
         assert data.load_meta(d, 257) == first
     assert scans == [d] and capsys.readouterr().out == ""  # not read again, nothing said
-    with pytest.raises(ValueError, match=r"holds token id \d+ \(scan.json's max_token_id\), not below vocab_size 100; .*--vocab_size="):
+    too_small = r"holds token id \d+ \(scan.json's max_token_id\), not below vocab_size 100; .*--vocab_size="
+    with pytest.raises(ValueError, match=too_small):
         data.load_meta(d, 100)  # the largest id is still checked, from the record
     fresh = nanogpt_copy(corpus, tmp_path / "fresh", age_s=0)  # just written: not recorded
     data.load_meta(fresh, 257)
@@ -663,3 +665,18 @@ def test_batches_read_through_a_fresh_map_are_the_same_and_leave_no_resident_pag
         want = held[ids[:, None] * T + np.arange(T + 1)].astype(np.int64)
         got = windows.get(ids)
         assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_a_record_of_something_else_is_read_past(corpus, tmp_path, monkeypatch, capsys):
+    """Valid JSON that is not scan_bins' record (a hand edit, another tool's file) is one line and a fresh hash."""
+    d = nanogpt_copy(corpus, tmp_path / "nano")
+    want = data.load_meta(d, 257)
+    scans = counting_scans(monkeypatch)
+    for junk in ({"files": 3, "scan": {}}, {"files": {"train.bin": 7}, "scan": want}, [1, 2]):
+        with open(os.path.join(d, bins.SCAN_RECORD), "w") as f:
+            json.dump(junk, f)
+        capsys.readouterr()
+        assert data.load_meta(d, 257) == want
+        why = r"(scan.json is unreadable|train.bin's size, mtime, ctime, inode changed)"
+        assert re.search(rf"hashing .*\([\d,]+ tokens: {why}", capsys.readouterr().out)
+    assert len(scans) == 3
