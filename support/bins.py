@@ -24,6 +24,9 @@ from support.progress import Progress, say, si
 SCAN_RECORD = "scan.json"  # beside a nanoGPT directory's train.bin and val.bin
 IDENTITY = ("size", "mtime", "ctime", "inode")  # a file's, as file_identity lists it
 SCAN_KEYS = {"train_tokens", "val_tokens", "max_token_id", "fingerprint", "unigram_entropy"}
+# subtle: what this process hashed, by (directory, identity): one start reads a corpus once even
+# where no record is written (files modified just now, a read-only directory)
+_hashed = {}
 
 
 def _n_tokens(path):
@@ -120,7 +123,10 @@ def recorded_scan(data_dir, vocab_size, racy_s=2.0):
     (git's "racily clean"): a second write within its mtime's resolution would leave the identity
     unchanged."""
     ids = file_identity(data_dir)
-    scan, why = why_rescan(data_dir, ids)
+    key = (os.path.realpath(data_dir), json.dumps(ids))
+    scan, why = _hashed.get(key), None
+    if scan is None:
+        scan, why = why_rescan(data_dir, ids)
     if scan is not None:
         top = scan["max_token_id"]
         if top >= vocab_size:
@@ -133,6 +139,7 @@ def recorded_scan(data_dir, vocab_size, racy_s=2.0):
     t0 = time.time()
     scan = scan_bins(data_dir, vocab_size, verbose=True)  # names a file with an id >= vocab_size
     dt = time.time() - t0
+    _hashed[key] = scan
     say(f"hashed {n:,} tokens in {dt:.1f} s ({si(n / max(dt, 1e-9))} tokens/s)")
     newest = max(mtime for _, mtime, *_ in ids.values())
     if file_identity(data_dir) == ids and newest < (t0 - racy_s) * 1e9:  # unchanged while read

@@ -577,6 +577,12 @@ def nanogpt_copy(corpus, d, age_s=60):
     return str(d)
 
 
+def new_start(monkeypatch, d, vocab_size=257):
+    """data.load_meta as a new process calls it: nothing hashed in this one yet."""
+    monkeypatch.setattr(bins, "_hashed", {})
+    return data.load_meta(d, vocab_size)
+
+
 def counting_scans(monkeypatch):
     """bins.scan_bins, counted: [data_dir of each full read]."""
     scans, scan_bins = [], bins.scan_bins
@@ -589,20 +595,22 @@ def test_an_unchanged_nanogpt_corpus_is_not_read_again(corpus, tmp_path, monkeyp
     starts read only that record: no full read, and the same meta (fingerprint, entropy, counts) as a full scan."""
     d = nanogpt_copy(corpus, tmp_path / "nano")
     scans = counting_scans(monkeypatch)
-    first = data.load_meta(d, 257)
+    first = new_start(monkeypatch, d)
     out = capsys.readouterr().out
     assert scans == [d] and re.search(r"^hashing .*nano \([\d,]+ tokens: no record of them yet\)", out, re.M)
     assert first["fingerprint"] == data.load_meta(corpus)["fingerprint"]  # the content hash, as today
     for _ in range(2):
-        assert data.load_meta(d, 257) == first
+        assert new_start(monkeypatch, d) == first
     assert scans == [d] and capsys.readouterr().out == ""  # not read again, nothing said
     too_small = r"holds token id \d+ \(scan.json's max_token_id\), not below vocab_size 100; .*--vocab_size="
     with pytest.raises(ValueError, match=too_small):
-        data.load_meta(d, 100)  # the largest id is still checked, from the record
+        new_start(monkeypatch, d, 100)  # the largest id is still checked, from the record
     fresh = nanogpt_copy(corpus, tmp_path / "fresh", age_s=0)  # just written: not recorded
-    data.load_meta(fresh, 257)
-    data.load_meta(fresh, 257)
-    assert scans == [d, fresh, fresh] and not os.path.exists(os.path.join(fresh, bins.SCAN_RECORD))
+    new_start(monkeypatch, fresh)
+    data.load_meta(fresh, 257)  # the same process: what it hashed (train.py asks twice on rank 0)
+    assert scans == [d, fresh] and not os.path.exists(os.path.join(fresh, bins.SCAN_RECORD))
+    new_start(monkeypatch, fresh)  # the next start reads it whole again
+    assert scans == [d, fresh, fresh]
 
 
 @pytest.mark.parametrize("how", ["size", "mtime"])
@@ -611,7 +619,7 @@ def test_a_changed_nanogpt_corpus_is_seen_by_its_stat_and_hashed_again(corpus, t
     read whole again with a line naming what changed, and its fingerprint is the new content's."""
     d = nanogpt_copy(corpus, tmp_path / "nano")
     scans = counting_scans(monkeypatch)
-    before = data.load_meta(d, 257)
+    before = new_start(monkeypatch, d)
     val = read_split(d, "val")
     if how == "size":
         val = np.append(val, val[:1])
@@ -621,23 +629,23 @@ def test_a_changed_nanogpt_corpus_is_seen_by_its_stat_and_hashed_again(corpus, t
     val.tofile(os.path.join(d, "val.bin"))
     os.utime(os.path.join(d, "val.bin"), ns=(t + 10**9, t + 10**9))  # a second later, still 59 s ago
     capsys.readouterr()
-    after = data.load_meta(d, 257)
+    after = new_start(monkeypatch, d)
     out = capsys.readouterr().out
     assert scans == [d, d] and after["fingerprint"] != before["fingerprint"]
     changed = "size, mtime, ctime" if how == "size" else "mtime, ctime"
     assert re.search(rf"^hashing .*nano \([\d,]+ tokens: val.bin's {changed} changed since {bins.SCAN_RECORD}\)",
                      out, re.M), out
     assert re.search(r"^hashed [\d,]+ tokens in [\d.]+ s \([\d.]+\w? tokens/s\)$", out, re.M), out
-    assert data.load_meta(d, 257) == after and len(scans) == 2  # recorded again
+    assert new_start(monkeypatch, d) == after and len(scans) == 2  # recorded again
 
 
 def test_a_damaged_scan_record_is_read_past(corpus, tmp_path, monkeypatch, capsys):
     d = nanogpt_copy(corpus, tmp_path / "nano")
-    want = data.load_meta(d, 257)
+    want = new_start(monkeypatch, d)
     scans = counting_scans(monkeypatch)
     with open(os.path.join(d, bins.SCAN_RECORD), "w") as f:
         f.write('{"files": ')
-    assert data.load_meta(d, 257) == want and len(scans) == 1
+    assert new_start(monkeypatch, d) == want and len(scans) == 1
     assert f"{bins.SCAN_RECORD} is unreadable" in capsys.readouterr().out
 
 
@@ -670,13 +678,13 @@ def test_batches_read_through_a_fresh_map_are_the_same_and_leave_no_resident_pag
 def test_a_record_of_something_else_is_read_past(corpus, tmp_path, monkeypatch, capsys):
     """Valid JSON that is not scan_bins' record (a hand edit, another tool's file) is one line and a fresh hash."""
     d = nanogpt_copy(corpus, tmp_path / "nano")
-    want = data.load_meta(d, 257)
+    want = new_start(monkeypatch, d)
     scans = counting_scans(monkeypatch)
     for junk in ({"files": 3, "scan": {}}, {"files": {"train.bin": 7}, "scan": want}, [1, 2]):
         with open(os.path.join(d, bins.SCAN_RECORD), "w") as f:
             json.dump(junk, f)
         capsys.readouterr()
-        assert data.load_meta(d, 257) == want
+        assert new_start(monkeypatch, d) == want
         why = r"(scan.json is unreadable|train.bin's size, mtime, ctime, inode changed)"
         assert re.search(rf"hashing .*\([\d,]+ tokens: {why}", capsys.readouterr().out)
     assert len(scans) == 3
