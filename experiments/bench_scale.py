@@ -28,7 +28,7 @@ import torch
 
 import analyzer
 import data
-from experiments.bench import ROOT, interleaved, med_range, options, row, stated
+from experiments.timing import ROOT, interleaved, med_range, options, row, stated
 from model import GPT, GPTConfig
 from sampler import CurriculumSampler
 from support import prepare
