@@ -31,12 +31,12 @@ import os
 import zlib
 
 import numpy as np
-from tqdm import tqdm
 
 import data
 from support.checks import check_no_nan
 from support.files import atomic_write
 from support.pool import parallel_map
+from support.progress import Progress, ticking  # a bar in a terminal, else a line every 5 s
 
 KEYS = ("sample_to_metric", "index_to_sample", "index_to_metric")  # a metric's three arrays
 
@@ -90,8 +90,7 @@ def unigram_counts(bin_path, num_workers=1, chunk=1 << 24, verbose=False):
     n = os.path.getsize(bin_path) // 2
     jobs = [(bin_path, s, min(s + chunk, n)) for s in range(0, n, chunk)]
     counts = np.zeros(65536, dtype=np.int64)
-    with tqdm(total=n, desc="counting tokens", unit="tok", unit_scale=True,
-              disable=None if verbose else True) as bar:
+    with Progress("counting tokens", n, verbose=verbose) as bar:
         for c in parallel_map(count_range, jobs, num_workers):
             counts += c
             bar.update(int(c.sum()))
@@ -138,18 +137,19 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=T
     values = {n: np.empty(N) for n in names}  # (N,) float64 each
     jobs = [(bin_path, block_size, names, neg_log_p, s, min(s + shard, N))
             for s in range(0, N, shard)]
-    with tqdm(total=N, desc=f"analyzing {','.join(names)}", unit="sample",
-              disable=None if verbose else True) as bar:
+    with Progress(f"scoring {','.join(names)}", N * block_size, verbose=verbose) as bar:
         for start, got in parallel_map(score_range, jobs, num_workers):  # pass 2
             for n, v in got.items():
                 values[n][start : start + len(v)] = v
-            bar.update(len(v))
+            bar.update(len(v) * block_size)  # tokens
     check_no_nan(values)  # subtle: NaN has no place in a sorted order
     for n in names:
         os.makedirs(os.path.join(index_dir, n), exist_ok=True)
-        arrays = (values[n], *sort_index(values.pop(n)))  # pop: free as we go
-        for k, arr in zip(KEYS, arrays):
-            atomic_write(os.path.join(index_dir, n, k + ".npy"), lambda f, arr=arr: np.save(f, arr))
+        with ticking(f"sorting and saving {n} ({N:,} samples)", verbose):
+            arrays = (values[n], *sort_index(values.pop(n)))  # pop: free as we go
+            for k, arr in zip(KEYS, arrays):
+                atomic_write(os.path.join(index_dir, n, k + ".npy"),
+                             lambda f, arr=arr: np.save(f, arr))
 
 
 def load_index(index_dir, name):

@@ -64,10 +64,14 @@ class SampleWindows:
         return (len(self.data) - 1) // self.block_size
 
     def get(self, ids):
-        """Sample ids (B,) -> int64 tokens (B, T+1)."""
+        """Sample ids (B,) -> int64 tokens (B, T+1), through a map opened for this read alone."""
         T = self.block_size
         offsets = np.asarray(ids, dtype=np.int64)[:, None] * T + np.arange(T + 1)  # (B, T+1)
-        return self.data[offsets].astype(np.int64)
+        # subtle: a fresh map per batch, as nanoGPT's get_batch: the pages a map has touched count
+        # as this process's resident memory (RssFile) until it closes, so one map held for the
+        # whole run grows toward the file's size
+        tokens = np.memmap(self.path, dtype=np.uint16, mode="r")
+        return tokens[offsets].astype(np.int64)  # a copy: the map closes when tokens goes
 
     def get_range(self, start, stop):
         """Samples start..stop-1 as one contiguous read: (stop-start, T+1) int64."""

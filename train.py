@@ -104,7 +104,9 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
     else:
         accum = G // (cfg.batch_size * world_size)
         metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes, accum)
-    launch.on_each_filesystem(lambda: prepare.corpus_dir(cfg.data_dir), rank, local_rank)
+    launch.on_each_filesystem(  # the default corpus prepared, a nanoGPT directory's hash recorded
+        lambda: data.load_meta(prepare.corpus_dir(cfg.data_dir), cfg.vocab_size or None),
+        rank, local_rank)
     data_dir = prepare.corpus_dir(cfg.data_dir, prepare_default=False)
     train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
     if "fingerprint" not in meta:  # a meta.json older than fingerprints

@@ -39,7 +39,7 @@ import torch
 
 import config
 from exercises import EXERCISES
-from exercises.train import (LearnerError, Patch, Watch, learner_swaps, project_root, ran,
+from exercises.swaps import (LearnerError, Patch, Watch, learner_swaps, project_root, ran,
                              stubs_line)
 
 RUN_DIR = "out-compare"  # the compare's own runs and logs, replaced on each compare

@@ -12,6 +12,8 @@ Benchmarks that print ratios measured side by side in one run, as tables
     python bench.py dense      # our dense training step vs nanoGPT's model
                                # (--nanogpt=path/to/model.py)
     python bench.py prepare    # data.py's peak memory on 30 and 150 MB of text: MB per extra MB
+    python bench.py scale --tokens=2e9  # an OpenWebText-shaped corpus: index build, start,
+                               # batch fetch, RssFile (experiments/bench_scale.py)
 
 Each table states device, torch version and threads, and the median (min-max) of rounds run
 interleaved (ours, theirs, ours, ...) after warm-up ones, so that drift in machine load hits every
@@ -27,9 +29,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 from contextlib import nullcontext
-from dataclasses import make_dataclass
 
 import numpy as np
 import torch
@@ -37,30 +37,18 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import analyzer
 import data
-from support import cli, prepare
+from support import prepare
 from support.launch import resolve_device
 from model import GPT, GPTConfig
 from support.compiling import compile_model
 from sampler import CurriculumSampler
+from experiments.timing import ROOT, interleaved, med_range, options, row, stated
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 DEVICE = ("auto", "auto (cuda:0 when torch sees a GPU, else cpu), cpu, cuda or cuda:N")
 ROUNDS = "timed rounds each, interleaved, after warm-up ones"
 
 
-# --- shared: options, device, interleaved rounds, tables, DeepSpeed -------------------------------
-def options(what, argv, **fields):
-    """`bench.py what`'s options from name=(default, help) and --threads, by cli.parse;
-    pins torch's threads."""
-    threads_help = "torch intra-op threads (more than the free cores slows the cases unevenly)"
-    fields.setdefault("threads", (1, threads_help))
-    field_specs = [(name, type(d), cli.opt(d, h)) for name, (d, h) in fields.items()]
-    cls = make_dataclass(f"{what}_options", field_specs)
-    a = cli.parse(cls, argv, f"bench.py {what}")
-    torch.set_num_threads(a.threads)
-    return a
-
-
+# --- shared: device, tables, DeepSpeed (options, rounds and rows: experiments/timing.py) ----------
 def on_device(name):
     """--device -> (device, autocast, sync before a clock read, label):
     bf16 autocast on CUDA, fp32 on CPU."""
@@ -69,35 +57,6 @@ def on_device(name):
         return device, nullcontext(), lambda: None, "cpu fp32"
     return (device, torch.autocast("cuda", dtype=torch.bfloat16),
             lambda: torch.cuda.synchronize(device), f"{torch.cuda.get_device_name(device)} bf16")
-
-
-# the end of each table's title: what ran (threads as options pinned)
-def stated(rounds, warmup=1, where="cpu"):
-    return (f"{where}, torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
-            f"median (min-max) of {rounds} interleaved rounds after {warmup} warm-up")
-
-
-def interleaved(cases, rounds, warmup=1, sync=lambda: None):
-    """{name: fn} -> {name: [seconds of each timed round]}: a, b, a, b, ... with `sync` before
-    each clock read."""
-    times = {name: [] for name in cases}
-    for i in range(warmup + rounds):
-        for name, fn in cases.items():
-            sync()
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            if i >= warmup:
-                times[name].append(time.perf_counter() - t0)
-    return times
-
-
-def med_range(ts, scale=1.0):
-    return f"{statistics.median(ts) * scale:.4g} ({min(ts) * scale:.4g}-{max(ts) * scale:.4g})"
-
-
-def row(widths, *cells):  # right-aligned cells, left-aligned where the width is negative
-    print(" ".join(f"{c:<{-w}}" if w < 0 else f"{c:>{w}}" for c, w in zip(cells, widths)))
 
 
 def table(times, scale, unit, work, work_unit):
@@ -414,8 +373,10 @@ def bench_prepare(args):
 
 
 def main(argv=None):
+    from experiments.bench_scale import bench_scale  # subtle: it imports this file's helpers
+
     benches = {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd,
-               "dense": bench_dense, "prepare": bench_prepare}
+               "dense": bench_dense, "prepare": bench_prepare, "scale": bench_scale}
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):  # say which there are
         print(f"usage: python bench.py {{{','.join(benches)}}} [--key=value ...]\n{__doc__}")

@@ -20,6 +20,7 @@ import json
 import marshal
 import os
 import sys
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ from analyzer import KEYS, METRICS
 from support.cli import opt, parse
 from support.files import atomic_write
 from support.prepare import corpus_dir
+from support.progress import say, si
 
 # -----------------------------------------------------------------------------
 # what an index describes, and whether the one on disk still does
@@ -131,10 +133,13 @@ def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbo
         workers = num_workers or min(os.cpu_count() or 1, n_jobs)
     for n in stale:  # subtle: one slot per metric (its code's), so one build each
         d = slot(index_dir, block_size, n)
+        t0 = time.time()
         analyzer.build_index(bin_path, block_size, [n], d, workers, verbose)
         finish(d, n, infos[n])
+        dt, tokens = time.time() - t0, infos[n]["size"] // 2
         if verbose:
-            print(f"built index {n} in {d}")
+            say(f"built index {n} in {d}: {tokens:,} tokens in {dt:.1f} s "
+                f"({si(tokens / max(dt, 1e-9))} tokens/s)")
     return load_index(index_dir, block_size, names)
 
 

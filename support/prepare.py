@@ -38,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the reposi
 DEFAULT_DIR = os.path.join(ROOT, "data", "stdlib")
 INSTALLED_DIR = os.path.join(ROOT, "data", "installed")
 # what out_dir may hold before it is replaced
-CORPUS_ENTRIES = {"train.bin", "val.bin", "meta.json", "index"}
+CORPUS_ENTRIES = {"train.bin", "val.bin", "meta.json", "index", "scan.json"}
 
 
 def _clean_up(out_dir):

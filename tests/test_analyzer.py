@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -139,7 +140,7 @@ def test_a_changed_metric_function_gets_its_own_index(corpus, tmp_path, capsys, 
     again = index_cache.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
     assert np.array_equal(again, tokens[16::16][: len(again)])
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"built index m in {index_cache.slot(d, 16, 'm')}"]
+    assert len(out) == 1 and out[0].startswith(f"built index m in {index_cache.slot(d, 16, 'm')}: ")
     monkeypatch.setitem(analyzer.METRICS, "m", _first_token)
     back = index_cache.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
     assert capsys.readouterr().out == "" and np.array_equal(back, first)
@@ -209,7 +210,9 @@ def test_first_build_has_no_note_and_a_nan_metric_is_refused(corpus, tmp_path, c
     path, _ = corpus
     index_cache.ensure_index(path, 64, ["num_docs"], str(tmp_path / "index"), num_workers=1)
     built = index_cache.slot(str(tmp_path / "index"), 64, "num_docs")
-    assert capsys.readouterr().out.splitlines() == [f"built index num_docs in {built}"]
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and re.fullmatch(rf"built index num_docs in {re.escape(built)}: 8,001 tokens in [\d.]+ s "
+                                          r"\([\d.]+\w? tokens/s\)", out[0]), out
     monkeypatch.setitem(analyzer.METRICS, "nan", lambda s, counts: np.where(s[:, 0] == 1, np.nan, 0.0))
     with pytest.raises(ValueError, match=r"metric nan gave NaN for \d+ samples \(first: \d+\); make it return numbers"):
         index_cache.ensure_index(path, 64, ["nan"], str(tmp_path / "index"), num_workers=1)
@@ -299,3 +302,27 @@ def test_the_command_line_says_the_index_is_up_to_date(domain_corpus, tmp_path, 
     where = os.path.join(index_cache.slot(str(tmp_path), 16, "vocab_rarity"), "vocab_rarity")
     assert capsys.readouterr().out == (f"index {where}: {n:,} samples of 16+1 tokens, "
                                        "up to date\n")
+
+
+def test_progress_lines_when_stdout_is_a_pipe(tmp_path):
+    """With stdout a pipe (nohup, a scheduler, | tee) tqdm's bars vanish: each long phase (hashing, counting,
+    scoring, sorting and saving) prints lines with what is done, the rate and the time left; the build ends with
+    its total time and rate. Here every update prints (INTERVAL = 0)."""
+    rng = np.random.default_rng(0)
+    rng.integers(0, 300, 40_000, dtype=np.uint16).tofile(tmp_path / "train.bin")  # a nanoGPT directory
+    rng.integers(0, 300, 5_000, dtype=np.uint16).tofile(tmp_path / "val.bin")
+    code = ("import sys, time; import analyzer; from support import bins, index, progress; progress.INTERVAL = 0; "
+            "sort = analyzer.sort_index; analyzer.sort_index = lambda v: time.sleep(0.3) or sort(v); "  # a long sort
+            "bins.nanogpt_meta(sys.argv[1], 300); "
+            "index.main([f'--data_dir={sys.argv[1]}', '--block_size=16', '--num_workers=1'])")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=root, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    rate = r"[\d.]+\w? tokens/s"
+    for phase in ("hashing .*", "counting tokens", "scoring vocab_rarity"):
+        assert re.search(rf"^{phase}: [\d.]+\w? of [\d.]+\w? tokens \(\d+%\), {rate}, \d+ s left$", out, re.M), out
+    assert re.search(r"^sorting and saving vocab_rarity \(2,499 samples\): 0 s so far$", out, re.M), out
+    assert re.search(rf"^built index vocab_rarity in .*: 40,000 tokens in [\d.]+ s \({rate}\)$", out, re.M), out
+    assert r.stderr == ""  # no bar: stderr is a pipe too

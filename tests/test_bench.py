@@ -1,6 +1,7 @@
 """bench.py: what the benchmarks count (their timings are printed, never asserted)."""
 
 import os
+import re
 
 import pytest
 import torch
@@ -75,7 +76,7 @@ def test_each_benchmark_has_its_own_typed_options(capsys):
     with pytest.raises(SystemExit, match=r"^error: no benchmark 'foo'; pick one of analyzer, sampler"):
         bench.main(["foo"])  # it printed the usage alone, with no error line
     bench.main([])
-    assert capsys.readouterr().out.startswith("usage: python bench.py {analyzer,sampler,ltd,dense,prepare}")
+    assert capsys.readouterr().out.startswith("usage: python bench.py {analyzer,sampler,ltd,dense,prepare,scale}")
 
 
 def test_bench_prepare_runs_data_py_on_two_inputs_in_fresh_processes(capsys):
@@ -87,3 +88,23 @@ def test_bench_prepare_runs_data_py_on_two_inputs_in_fresh_processes(capsys):
     assert [len(p) for p in out["peaks"].values()] == [1, 1]
     assert all(p[0] > 0 for p in out["peaks"].values())
     assert "MB of peak RSS per extra MB of input" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_bench_scale_prints_its_five_measurements_and_removes_its_corpora(corpus, capsys):
+    """bench.py scale on tiny corpora (the fixture stands in for the default one): the build's values equal the numpy
+    floor's, the starts reach a first step, and a map per batch leaves no file pages resident; then the temporary
+    folder is gone. A --tokens the disk cannot hold is one line."""
+    bench.main(["scale", "--tokens=3e5", "--small_tokens=1e5", "--start_rounds=1", "--rounds=1", "--batches=5",
+                "--steps=5", f"--default_dir={corpus}"])
+    out = capsys.readouterr().out
+    work = re.search(r"^scale: synthetic corpus of nanoGPT's OpenWebText shape in (\S+): 300,000 train", out, re.M)
+    assert work and not os.path.exists(work.group(1)), out
+    assert float(re.search(r"max \|ours - floor\| = (\S+)", out).group(1)) < 1e-9
+    assert re.search(r"^2\. first start on 300,000 tokens .*first step after [\d.]+ s; longest silence", out, re.M)
+    assert re.search(r"^   300,000 tokens +[\d.]+ \(", out, re.M) and "difference of the medians" in out
+    assert re.search(r"^a default training step +128 ", out, re.M)
+    cached = re.search(r"^corpus in the page cache +(\S+) +(\S+)$", out, re.M)
+    assert cached and float(cached.group(2)) <= 1.0, out
+    with pytest.raises(SystemExit, match="error: bench.py scale needs .* GB free in .*; pass --tmp=DIR or fewer"):
+        bench.main(["scale", "--tokens=1e15"])

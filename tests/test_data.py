@@ -560,3 +560,131 @@ def test_two_documents_split_near_the_asked_fraction_at_a_line_end(tmp_path, cap
     assert re.search(r"^note: few documents: whole files would put far more than --val_fraction=0.1 in val, "
                      r"so .*(valid|test)\.txt is cut at a line end: its first [\d,]+ bytes in val, the other "
                      r"[\d,]+ in train \(more files avoid it\)$", out, re.M)
+
+
+# -----------------------------------------------------------------------------
+# a nanoGPT corpus is identified by its files' stat, hashed only when that changes (issue 41)
+
+
+def nanogpt_copy(corpus, d, age_s=60):
+    """corpus's two token files in d (no meta.json: a nanoGPT directory), last modified age_s ago
+    (a file modified within 2 s of its hash is not recorded: its mtime could hide a second write)."""
+    os.makedirs(d, exist_ok=True)
+    for name in ("train.bin", "val.bin"):
+        (d / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
+        t = os.stat(d / name).st_mtime_ns - age_s * 10**9
+        os.utime(d / name, ns=(t, t))
+    return str(d)
+
+
+def new_start(monkeypatch, d, vocab_size=257):
+    """data.load_meta as a new process calls it: nothing hashed in this one yet."""
+    monkeypatch.setattr(bins, "_hashed", {})
+    return data.load_meta(d, vocab_size)
+
+
+def counting_scans(monkeypatch):
+    """bins.scan_bins, counted: [data_dir of each full read]."""
+    scans, scan_bins = [], bins.scan_bins
+    monkeypatch.setattr(bins, "scan_bins", lambda d, *a, **k: scans.append(d) or scan_bins(d, *a, **k))
+    return scans
+
+
+def test_an_unchanged_nanogpt_corpus_is_not_read_again(corpus, tmp_path, monkeypatch, capsys):
+    """The first start hashes both splits and records their (size, mtime, ctime, inode) beside them; the next
+    starts read only that record: no full read, and the same meta (fingerprint, entropy, counts) as a full scan."""
+    d = nanogpt_copy(corpus, tmp_path / "nano")
+    scans = counting_scans(monkeypatch)
+    first = new_start(monkeypatch, d)
+    out = capsys.readouterr().out
+    assert scans == [d] and re.search(r"^hashing .*nano \([\d,]+ tokens: no record of them yet\)", out, re.M)
+    assert first["fingerprint"] == data.load_meta(corpus)["fingerprint"]  # the content hash, as today
+    for _ in range(2):
+        assert new_start(monkeypatch, d) == first
+    assert scans == [d] and capsys.readouterr().out == ""  # not read again, nothing said
+    too_small = r"holds token id \d+ \(scan.json's max_token_id\), not below vocab_size 100; .*--vocab_size="
+    with pytest.raises(ValueError, match=too_small):
+        new_start(monkeypatch, d, 100)  # the largest id is still checked, from the record
+    fresh = nanogpt_copy(corpus, tmp_path / "fresh", age_s=0)  # just written: not recorded
+    new_start(monkeypatch, fresh)
+    data.load_meta(fresh, 257)  # the same process: what it hashed (train.py asks twice on rank 0)
+    assert scans == [d, fresh] and not os.path.exists(os.path.join(fresh, bins.SCAN_RECORD))
+    new_start(monkeypatch, fresh)  # the next start reads it whole again
+    assert scans == [d, fresh, fresh]
+
+
+@pytest.mark.parametrize("how", ["size", "mtime"])
+def test_a_changed_nanogpt_corpus_is_seen_by_its_stat_and_hashed_again(corpus, tmp_path, monkeypatch, capsys, how):
+    """One token more (size) or one token changed in place (same size, new mtime): the stat says so, the corpus is
+    read whole again with a line naming what changed, and its fingerprint is the new content's."""
+    d = nanogpt_copy(corpus, tmp_path / "nano")
+    scans = counting_scans(monkeypatch)
+    before = new_start(monkeypatch, d)
+    val = read_split(d, "val")
+    if how == "size":
+        val = np.append(val, val[:1])
+    else:
+        val[5] = (val[5] + 1) % 256
+    t = os.stat(os.path.join(d, "val.bin")).st_mtime_ns
+    val.tofile(os.path.join(d, "val.bin"))
+    os.utime(os.path.join(d, "val.bin"), ns=(t + 10**9, t + 10**9))  # a second later, still 59 s ago
+    capsys.readouterr()
+    after = new_start(monkeypatch, d)
+    out = capsys.readouterr().out
+    assert scans == [d, d] and after["fingerprint"] != before["fingerprint"]
+    changed = "size, mtime, ctime" if how == "size" else "mtime, ctime"
+    assert re.search(rf"^hashing .*nano \([\d,]+ tokens: val.bin's {changed} changed since {bins.SCAN_RECORD}\)",
+                     out, re.M), out
+    assert re.search(r"^hashed [\d,]+ tokens in [\d.]+ s \([\d.]+\w? tokens/s\)$", out, re.M), out
+    assert new_start(monkeypatch, d) == after and len(scans) == 2  # recorded again
+
+
+def test_a_damaged_scan_record_is_read_past(corpus, tmp_path, monkeypatch, capsys):
+    d = nanogpt_copy(corpus, tmp_path / "nano")
+    want = new_start(monkeypatch, d)
+    scans = counting_scans(monkeypatch)
+    with open(os.path.join(d, bins.SCAN_RECORD), "w") as f:
+        f.write('{"files": ')
+    assert new_start(monkeypatch, d) == want and len(scans) == 1
+    assert f"{bins.SCAN_RECORD} is unreadable" in capsys.readouterr().out
+
+
+def rss_file_kb():
+    """Resident memory backed by files (mapped token files among them), in kB, as /proc reports it."""
+    with open("/proc/self/status") as f:
+        return int(f.read().split("RssFile:")[1].split()[0])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux's /proc")
+def test_batches_read_through_a_fresh_map_are_the_same_and_leave_no_resident_pages(tmp_path):
+    """windows.get opens the token file's map for each read (as nanoGPT's get_batch): the same rows as indexing
+    one map held open, and the pages it touched do not stay in this process's resident memory."""
+    rng = np.random.default_rng(0)
+    rng.integers(0, 50257, 16 << 20, dtype=np.uint16).tofile(tmp_path / "train.bin")  # 32 MB
+    T = 128
+    windows = data.SampleWindows(str(tmp_path / "train.bin"), T)
+    before = rss_file_kb()
+    for _ in range(100):  # 1,600 random windows: a held map keeps every page (or large folio) they touch
+        windows.get(rng.integers(0, len(windows), 16))
+    assert rss_file_kb() - before < 2048, (before, rss_file_kb())
+    held = np.memmap(tmp_path / "train.bin", dtype=np.uint16, mode="r")
+    for _ in range(20):  # the old path: one map, fancy-indexed
+        ids = rng.integers(0, len(windows), 16)
+        want = held[ids[:, None] * T + np.arange(T + 1)].astype(np.int64)
+        got = windows.get(ids)
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_a_record_of_something_else_is_read_past(corpus, tmp_path, monkeypatch, capsys):
+    """Valid JSON that is not scan_bins' record (a hand edit, another tool's file) is one line and a fresh hash."""
+    d = nanogpt_copy(corpus, tmp_path / "nano")
+    want = new_start(monkeypatch, d)
+    scans = counting_scans(monkeypatch)
+    for junk in ({"files": 3, "scan": {}}, {"files": {"train.bin": 7}, "scan": want}, [1, 2]):
+        with open(os.path.join(d, bins.SCAN_RECORD), "w") as f:
+            json.dump(junk, f)
+        capsys.readouterr()
+        assert new_start(monkeypatch, d) == want
+        why = r"(scan.json is unreadable|train.bin's size, mtime, ctime, inode changed)"
+        assert re.search(rf"hashing .*\([\d,]+ tokens: {why}", capsys.readouterr().out)
+    assert len(scans) == 3

@@ -13,6 +13,7 @@ import sampler
 import scheduler
 import train
 from exercises import EXERCISES
+from exercises import swaps as swapping
 from exercises import train as runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,7 +57,7 @@ def test_install_replaces_every_use_and_a_run_calls_yours(corpus, tmp_path, monk
     calls = {name: 0 for _, _, name in EXERCISES}
     swaps = runner.learner_swaps(counting_learner(calls))
     assert [name for _, name, _, _ in swaps] == [name for _, _, name in EXERCISES]
-    runner.install(swaps, monkeypatch)  # monkeypatch: undone after the test
+    swapping.install(swaps, monkeypatch)  # monkeypatch: undone after the test
     assert analyzer.METRICS["vocab_rarity"] is analyzer.vocab_rarity  # the table, too
     assert train.layer_tokens is random_ltd.layer_tokens  # imported by name
     for _, name, reference, yours in swaps:
@@ -96,7 +97,7 @@ def test_python_m_exercises_train_with_the_reference_as_yours(corpus, tmp_path):
     learner = tmp_path / "learner"
     pkg = learner / "exercises"
     pkg.mkdir(parents=True)
-    for name in ("__init__.py", "train.py", "compare.py"):
+    for name in ("__init__.py", "train.py", "swaps.py", "compare.py"):
         (pkg / name).write_text(open(os.path.join(ROOT, "exercises", name)).read())
     for concept in CONCEPTS:
         (pkg / f"{concept}.py").write_text(reference_copy(concept))

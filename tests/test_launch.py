@@ -20,6 +20,7 @@ import test_reproduce
 import test_reproduce_autoscale
 import train
 from fake_cuda import CUDA_STATE_BYTES, FakeCuda
+from test_data import nanogpt_copy
 from test_train import LTD, ROOT, TINY, cfg_for
 
 # -----------------------------------------------------------------------------
@@ -216,6 +217,35 @@ def test_two_nodes_train_disjoint_slices_and_only_rank_0_writes(corpus, tmp_path
     a, b = (rec["seen"] for rec in ranks(tmp_path))
     assert len(a) == len(b) == 3 and all(len(x) == len(y) == 4 and not set(x) & set(y) for x, y in zip(a, b))
     assert os.path.exists(tmp_path / "node0" / "ckpt.pt") and not os.path.exists(tmp_path / "node1" / "ckpt.pt")
+
+
+COUNT_HASHES = """
+import json, os, sys
+sys.path[:0] = [{root!r}]
+from support import bins
+import train
+scans, real = [], bins.scan_bins
+bins.scan_bins = lambda *a, **k: scans.append(os.environ["RANK"]) or real(*a, **k)
+try:
+    train.main(sys.argv[1:])
+finally:
+    json.dump(scans, open(os.path.join({out!r}, "scans%s.json" % os.environ["RANK"]), "w"))
+"""
+
+
+@pytest.mark.slow
+def test_one_rank_per_machine_hashes_a_nanogpt_corpus_and_the_others_wait(corpus, tmp_path):
+    """A nanoGPT directory (no meta.json) is read whole by rank 0 alone; rank 1 waits at the barrier, then finds
+    the record (scan.json) and reads only that."""
+    nano = nanogpt_copy(corpus, tmp_path / "nano")
+    script = tmp_path / "count.py"
+    script.write_text(COUNT_HASHES.format(root=ROOT, out=str(tmp_path)))
+    p = torchrun("--standalone", "--nproc_per_node=2", str(script), *TINY, f"--data_dir={nano}", "--vocab_size=257",
+                 f"--out_dir={tmp_path / 'out'}", "--max_iters=1", "--global_batch_size=8")
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-3000:]
+    assert [json.load(open(tmp_path / f"scans{r}.json")) for r in range(2)] == [["0"], []]
+    assert len([x for x in out.splitlines() if x.startswith("hashing ")]) == 1, out
 
 
 @pytest.mark.slow

@@ -436,7 +436,7 @@ def test_a_nanogpt_corpus_is_hashed_once_per_run_and_a_changed_one_refused(corpu
     for name in ("train.bin", "val.bin"):
         (nano / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
     scans, scan_bins = [], bins.scan_bins
-    monkeypatch.setattr(bins, "scan_bins", lambda *a: scans.append(a) or scan_bins(*a))
+    monkeypatch.setattr(bins, "scan_bins", lambda *a, **k: scans.append(a) or scan_bins(*a, **k))
     argv = [*TINY, f"--data_dir={nano}", "--vocab_size=257", f"--out_dir={tmp_path / 'out'}", "--max_iters=6"]
     train.main(argv + ["--eval_interval=2"])  # three checkpoints
     assert len(scans) == 1
