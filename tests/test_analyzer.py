@@ -311,7 +311,7 @@ def test_progress_lines_when_stdout_is_a_pipe(tmp_path):
     rng = np.random.default_rng(0)
     rng.integers(0, 300, 40_000, dtype=np.uint16).tofile(tmp_path / "train.bin")  # a nanoGPT directory
     rng.integers(0, 300, 5_000, dtype=np.uint16).tofile(tmp_path / "val.bin")
-    code = ("import sys, time; import analyzer; from support import bins, index, progress; progress.INTERVAL = 0; "
+    code = ("import sys, time; import analyzer; from support import bins, progress; from services import index; progress.INTERVAL = 0; "
             "sort = analyzer.sort_index; analyzer.sort_index = lambda v: time.sleep(0.3) or sort(v); "  # a long sort
             "bins.nanogpt_meta(sys.argv[1], 300); "
             "index.main([f'--data_dir={sys.argv[1]}', '--block_size=16', '--num_workers=1'])")
