@@ -1,0 +1,16 @@
+#!/bin/bash
+# issue 42, third order (04:12): CL_seqtru_voc alone (no random-LTD) gave 1.4568 on seed 1337, the
+# same as cl_frac=0.8 (1.4572) and ltd_frac=0.25 (1.4568, the very same run: its kept length never
+# falls below the curriculum's length). So: the tuned setting's 70% budgets with the baseline's, two
+# seeds (today's defaults at 70% are RESULTS 5.6's), then knob d (the curriculum's start). Knob c
+# (random-LTD's starting kept length) is left: a longer start drops less, toward the curriculum alone.
+cd /work/wt42 || exit 1
+export OMP_NUM_THREADS=1
+while kill -0 28785 2>/dev/null; do sleep 10; done  # piece 7 (the curriculum alone) first
+L=/work/grid300_logs
+common="--jobs=2 --ratios=300 --out_dir=/work/grid300"
+python reproduce.py $common --fractions=0.7,1 --seeds=1337,1338 --cl_fracs=0.8 \
+  > $L/sweep6_two_seeds.log 2>&1
+python reproduce.py $common --fractions=1 --seeds=1337 --cl_starts=0.25:4,1:8,4:32 \
+  > $L/sweep4_cl_starts.log 2>&1
+echo "sweep_d done $(date)"
