@@ -160,10 +160,11 @@ def load_index(index_dir, name):
 # demo: python analyzer.py scores a corpus and shows its easiest and hardest windows
 
 
-def metric_index(bin_path, block_size, name="vocab_rarity"):
+def metric_index(bin_path, block_size, name="vocab_rarity", neg_log_p=None):
     """One metric's three arrays (KEYS) over bin_path's windows, scored and sorted in memory, no
     file written: the demos' index (train.py's is build_index's, cached by services/index.py)."""
-    neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) pass 1
+    if neg_log_p is None:
+        neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) pass 1
     N = len(data.SampleWindows(bin_path, block_size))
     _, values = score_range((bin_path, block_size, [name], neg_log_p, 0, N))  # pass 2
     return dict(zip(KEYS, (values[name], *sort_index(values[name]))))
@@ -188,9 +189,9 @@ def demo(data_dir="", block_size=128, k=2):
     bin_path = os.path.join(corpus_dir(data_dir), "train.bin")
     windows = data.SampleWindows(bin_path, block_size)
     N = len(windows)
-    index = metric_index(bin_path, block_size)
+    neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) pass 1, for the captions too
+    index = metric_index(bin_path, block_size, neg_log_p=neg_log_p)  # pass 2 and the sort
     index_to_sample, index_to_metric = index["index_to_sample"], index["index_to_metric"]
-    neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) for the captions
     print(f"{bin_path}: {N:,} windows of {block_size}+1 tokens, each scored by")
     print("vocab_rarity = sum of -ln p(u) over its tokens u, p(u) from the train split's counts")
     shown = (("easiest", range(k)), ("median", [N // 2]), ("hardest", range(N - 1, N - 1 - k, -1)))
