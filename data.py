@@ -24,6 +24,7 @@ import numpy as np
 
 from support.bins import load_meta, n_tokens
 from support import prepare
+from support.prepare import corpus_dir  # noqa: F401  (temporary, until the corpus merge)
 from support.prepare import EOT  # ids 0..255 are bytes; EOT = 256 sits between documents
 
 # -----------------------------------------------------------------------------

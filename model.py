@@ -16,7 +16,7 @@ But:
 - sample_ltd_indices gives None for r >= T, and ltd_idx=None is exactly the dense model;
 - dropping happens only in training mode: eval and generate always see every token;
 - the kept indices come in as a tensor, so a compiled forward has no generator and no graph
-  break (support/compiling.py compiles with symbolic T, r and B: one graph per mode);
+  break (compile_model, at the bottom, compiles with symbolic T, r and B: one graph per mode);
 - no GPT-2 checkpoint loading (nothing is downloaded at run time).
 """
 
@@ -127,6 +127,11 @@ class GPT(nn.Module):
         elif isinstance(module, nn.Embedding):
             torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
+    def layer_tokens(self, B, s, r):
+        """Token-layers of one training step of B rows of length s, kept length r (None: dense):
+        random_ltd.layer_tokens with this model's L and number of dropping layers."""
+        return random_ltd.layer_tokens(B, s, r, self.config.n_layer, len(self.ltd_layers))
+
     def get_num_params(self, non_embedding=True):
         n = sum(p.numel() for p in self.parameters())
         return n - self.transformer.wpe.weight.numel() if non_embedding else n
@@ -200,3 +205,40 @@ class GPT(nn.Module):
             idx_next = torch.multinomial(probs, num_samples=1, generator=generator)
             idx = torch.cat((idx, idx_next), dim=1)
         return idx
+
+
+# -----------------------------------------------------------------------------
+# torch.compile for a model whose shapes change on a schedule
+
+
+def compile_model(model, shapes_change, **kwargs):
+    """torch.compile(model) for training; shapes_change: T, r or B change during the run (a
+    sequence-length curriculum, random-LTD, seqlen_reshape).
+
+    With shapes_change every input dimension is symbolic from the first step, so each mode (train
+    dense, train LTD, eval) compiles once. subtle: PyTorch's default instead compiles static shapes
+    first and again when a dimension first changes, per mode and per dimension, which creeps
+    towards dynamo's limit of 8 graphs per function (past it, that function runs eager after one
+    warning). A run whose shapes never change keeps static shapes.
+    """
+    if not shapes_change:
+        return torch.compile(model, **kwargs)
+    return NoDuckSizing(torch.compile(model, dynamic=True, **kwargs))
+
+
+class NoDuckSizing(nn.Module):
+    """Runs a compiled model with duck sizing off while dynamo traces it, and only then.
+
+    subtle: with duck sizing, sizes equal at the first trace (say B = r = 4) share one symbol, and
+    the first step where they differ compiles again. The switch is a process-wide flag, read when
+    dynamo traces, which is inside a call (the first, and each recompile), not in torch.compile():
+    so it is set around each call and restored after, leaving every other compile as it was.
+    """
+
+    def __init__(self, compiled):
+        super().__init__()
+        self.compiled = compiled
+
+    def forward(self, *args, **kwargs):
+        with torch.fx.experimental._config.patch(use_duck_shape=False):
+            return self.compiled(*args, **kwargs)

@@ -26,7 +26,7 @@ But:
 - draws are without replacement within a pass (DeepSpeed samples its clusters with replacement);
 - a falling schedule takes ids out of the pool (DeepSpeed keeps every cluster it has made);
 - seqlen_reshape keeps every target when d divides T (Megatron-DeepSpeed's loses one per row);
-- AutoScale's exact per-domain counts are a subclass (autoscale/domains.py) of this one.
+- AutoScale's exact per-domain counts (autoscale/domains.py) are built on admit() and Bag.
 """
 
 import os
@@ -35,7 +35,6 @@ from collections import namedtuple
 import numpy as np
 
 from scheduler import CurriculumScheduler
-from support.checks import empty_pool
 
 SEQLEN_METRICS = ("seqlen_truncate", "seqlen_reshape")  # batch transforms, not admission metrics
 
@@ -108,10 +107,10 @@ class Bag:
 
 class CurriculumSampler:
     """This rank's batches of token windows: admission by the curriculum metrics, then the seqlen
-    curriculum.
+    curriculum. The step t is always given: the batch of step t is a function of (seed, t, state).
 
     windows: data.SampleWindows (len, block_size T, get(ids) -> (B, T+1));
-    metrics: {name: DeepSpeed curriculum_metrics entry} (config.py checked them; seqlen_* included);
+    metrics: {name: DeepSpeed curriculum_metrics entry} (ds_config.py checked them; seqlen_* too);
     index: {name: {"index_to_sample", "index_to_metric"}} for every admission metric (analyzer.py).
     """
 
@@ -127,30 +126,27 @@ class CurriculumSampler:
                                      index[name]["index_to_sample"], index[name]["index_to_metric"])
                           for name, e in metrics.items() if name not in SEQLEN_METRICS]
         self.rng = np.random.default_rng(seed)
-        self.step = 0  # optimizer steps drawn so far
         self.pool_difficulties = None  # the difficulties the current pool was admitted at
         self.mask = np.zeros(self.N, dtype=bool)  # (N,) admitted samples
-        self.bags = [Bag(np.arange(self.N))]  # the pass (autoscale/domains.py: one per domain)
+        self.bag = Bag(np.arange(self.N))  # the current pass
 
-    def difficulties(self, step=None):
-        """{name: d} used for the batch drawn at `step` (default: the next one), seqlen included.
+    def difficulties(self, step):
+        """{name: d} used for the batch drawn at `step`, seqlen included.
 
         subtle: three step conventions meet here, as in DeepSpeed: its sampler counts the step
         before it asks the scheduler, so the batch of optimizer step t (counted from 0) uses
         d(t + 1), while random-LTD's kept length uses r(t); a log line after step t shows
         difficulties(t).
         """
-        step = self.step if step is None else step
         return {name: s.get_difficulty(step + 1) for name, s in self.schedules.items()}
 
-    def seqlen(self, step=None):
-        """Sequence length s of the batch drawn at `step` (default: the next one); T without a
-        seqlen curriculum."""
+    def seqlen(self, step):
+        """Sequence length s of the batch drawn at `step`; T without a seqlen curriculum."""
         if self.seqlen_name is None:
             return self.T
         return int(self.difficulties(step)[self.seqlen_name])
 
-    def rows(self, step=None):
+    def rows(self, step):
         """Global rows of the batch drawn at `step`: G, or G * (T // s) under seqlen_reshape."""
         if self.seqlen_name == "seqlen_reshape":
             return self.G * (self.T // self.seqlen(step))
@@ -167,52 +163,46 @@ class CurriculumSampler:
             mask &= admitted  # intersection across metrics
         return mask
 
-    def pool(self, step=None):
-        """Sorted ids admitted for the batch drawn at `step` (default: the next one)."""
+    def pool(self, step):
+        """Sorted ids admitted for the batch drawn at `step`."""
         d = self.difficulties(step)
         return np.flatnonzero(self._pool_mask([d[c.name] for c in self.curricula]))
 
-    def _update_pool(self):
-        """When a difficulty changed: ids that left the pool leave the pass, new ids join it."""
-        d = self.difficulties()
+    def admit(self, step):
+        """The pool of the batch of `step`, kept in self.mask -> (ids newly admitted, whether any
+        id left the pool). Only a change of difficulty changes the pool."""
+        d = self.difficulties(step)
         now = tuple(d[c.name] for c in self.curricula)
+        added, fell = np.zeros(0, dtype=np.int64), False
         if now == self.pool_difficulties:
-            return  # the same difficulties: the same pool
+            return added, fell  # the same difficulties: the same pool
         if self._rising_single(now):
             added = self._grown_slice(now)
             self.mask[added] = True
         else:
             new = self._pool_mask(now)
-            added = np.flatnonzero(new & ~self.mask)
-            for bag in self.bags:
-                bag.drop_unadmitted(new)  # a falling schedule takes ids out of the pass
+            added, fell = np.flatnonzero(new & ~self.mask), True
             self.mask = new
         self.pool_difficulties = now
-        self._join(added)
         if not self.mask.any():
-            raise ValueError(empty_pool(self.step, d, self.curricula))
+            raise ValueError(self._empty_pool(step, d))
+        return added, fell
 
-    def _join(self, added):
-        """Newly admitted ids join the current pass (autoscale/domains.py: their domain's)."""
-        self.bags[0].add(added)
+    def global_ids(self, step):
+        """(G,) int64 sample ids of step `step`, the same on every rank: newly admitted ids join
+        the current pass, ids that left the pool leave it, then G are drawn from the pass."""
+        added, fell = self.admit(step)
+        if fell:
+            self.bag.drop_unadmitted(self.mask)  # a falling schedule takes ids out of the pass
+        self.bag.add(added)
+        return self.bag.take(self.rng, self.G, self.mask)
 
-    def _draw(self):
-        """The G ids of the next global batch, from the current pass."""
-        return self.bags[0].take(self.rng, self.G, self.mask)
-
-    def global_ids(self):
-        """(G,) int64 sample ids of the next step, the same on every rank."""
-        self._update_pool()
-        ids = self._draw()
-        self.step += 1
-        return ids
-
-    def next_batch(self):
-        """int64 (rows, s+1): this rank's contiguous slice of the next global batch, cut to this
-        step's length."""
-        s = self.seqlen()  # subtle: before global_ids advances the step
+    def next_batch(self, step):
+        """int64 (rows, s+1): this rank's contiguous slice of step `step`'s global batch, cut to
+        its length."""
+        s = self.seqlen(step)
         k = self.G // self.world_size
-        mine = self.global_ids()[self.rank * k : (self.rank + 1) * k]
+        mine = self.global_ids(step)[self.rank * k : (self.rank + 1) * k]
         batch = self.windows.get(mine)  # (G / world_size, T+1)
         if self.seqlen_name == "seqlen_truncate":
             return seqlen_truncate(batch, s)  # (rows, s+1)
@@ -220,7 +210,21 @@ class CurriculumSampler:
             return seqlen_reshape(batch, s)  # (rows * T // s, s+1)
         return batch
 
-    # the fast path of _update_pool: one metric whose difficulty rose admits only a new slice
+    def _empty_pool(self, step, d):
+        """The error of a curriculum that admits no samples at step (difficulties d): the range
+        of each value metric on this data, or a percentile max above the number of windows."""
+        ranges = "".join(f"; {c.name} ranges {c.index_to_metric[0]:.6g} .. "
+                         f"{c.index_to_metric[-1]:.6g} on this data"
+                         for c in self.curricula if c.difficulty_type == "value")
+        fix = "set the difficulties within it" if ranges else "raise min_difficulty"
+        big = [c for c in self.curricula
+               if c.difficulty_type == "percentile" and c.max_difficulty > self.N]
+        if big:  # N // max = 0: nothing is admitted below max
+            fix = (f"lower {big[0].name}'s max_difficulty {big[0].max_difficulty:g} to at most "
+                   f"the {self.N:,} windows (percentiles count in units of N // max)")
+        return f"the curriculum admits no samples at step {step} ({d}){ranges}; {fix}"
+
+    # the fast path of admit: one metric whose difficulty rose admits only a new slice
 
     def _rising_single(self, now):
         """True when one metric's difficulty rose: the pool grows by a slice of its sorted index."""
@@ -236,19 +240,15 @@ class CurriculumSampler:
 
     def state_dict(self):
         difficulties = None if self.pool_difficulties is None else list(self.pool_difficulties)
-        return {"step": self.step, "pool_difficulties": difficulties,
-                "bags": [bag.ids[: bag.n].copy() for bag in self.bags],
+        return {"pool_difficulties": difficulties, "bag": self.bag.ids[: self.bag.n].copy(),
                 "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
-        assert len(state["bags"]) == len(self.bags), "a resume keeps the run's domain weights"
-        self.step = state["step"]  # subtle: no seed: the draws follow the generator's state below
-        d = state["pool_difficulties"]
+        d = state["pool_difficulties"]  # subtle: no seed: draws follow the generator's state below
         self.pool_difficulties = None if d is None else tuple(d)
         self.mask = np.zeros(self.N, dtype=bool) if d is None else self._pool_mask(d)
-        for bag, ids in zip(self.bags, state["bags"]):
-            bag.n = 0
-            bag.add(ids)
+        self.bag.n = 0
+        self.bag.add(state["bag"])
         self.rng.bit_generator.state = state["rng"]
 
 
@@ -287,9 +287,8 @@ def demo(data_dir="", block_size=128, steps=(0, 50, 150, 300, 450, 599, 1000), G
     seqlen_truncate and seqlen_reshape make of a batch."""
     import analyzer  # the scores come from the stage below: analyzer.py, in memory
     import data
-    from support.prepare import corpus_dir
 
-    bin_path = os.path.join(corpus_dir(data_dir), "train.bin")
+    bin_path = os.path.join(data.corpus_dir(data_dir), "train.bin")
     windows = data.SampleWindows(bin_path, block_size)
     index = {"vocab_rarity": analyzer.metric_index(bin_path, block_size)}
     sc = {"total_curriculum_step": 600, "difficulty_step": 1, "root_degree": 2}
@@ -302,7 +301,7 @@ def demo(data_dir="", block_size=128, steps=(0, 50, 150, 300, 450, 599, 1000), G
           "0 .. pool-1")
     print(" step  d(t+1)     pool  drawn ids (their rank, 0 = the easiest)")
     for t in range(max(steps) + 1):
-        ids = sampler.global_ids()  # step t's batch, without replacement within a pass
+        ids = sampler.global_ids(t)  # step t's batch, without replacement within a pass
         if t not in steps:
             continue
         pool = len(sampler.pool(t))

@@ -143,8 +143,9 @@ class RandomLTDScheduler:
     min 128, max 2048, require_steps 200000, seq_per_step 16: t=100000 -> floor(1088) - 0 = 1088
     """
 
-    def __init__(self, config):
+    def __init__(self, config, layers=None):
         self.config = config
+        self.layers = layers  # DeepSpeed's random_ltd_layer_id; None or []: model.py's default
         self.schedule_config = config["schedule_config"]
         self.min = config["min_value"]
         self.max = config["max_value"]

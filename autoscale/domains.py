@@ -8,8 +8,9 @@ domain's admitted ids (one sampler.Bag per domain), by largest remainder:
     count_k = floor(G * w_k), plus 1 for the G - sum(floor) domains with the largest remainders
 
 The domain of a window is its middle token's (data.py's corpora record where each domain starts).
-DomainSampler is sampler.CurriculumSampler with two methods replaced: where newly admitted ids join
-(their domain's bag) and how a batch is drawn (count_k from each bag, then shuffled together).
+DomainSampler is sampler.CurriculumSampler with its draw replaced: admit() (public) gives the ids
+newly admitted at a step, which join their domain's bag, and a batch is count_k ids from each bag,
+shuffled together.
 
 But:
 - DeepSpeed has no domain weights; the curricula still admit first, the counts then apply to the
@@ -78,8 +79,8 @@ def domain_counts(weights, G):
 
 
 class DomainSampler(CurriculumSampler):
-    """CurriculumSampler whose every global batch holds count_k ids of domain k
-    (one pass per domain).
+    """CurriculumSampler whose every global batch holds count_k ids of domain k (one pass per
+    domain), built on its public admit(step) and sampler.Bag.
 
     domains: (N,) domain id of every window (window_domains); weights: one per domain, summing to 1.
     """
@@ -92,28 +93,32 @@ class DomainSampler(CurriculumSampler):
         self.counts = domain_counts(self.weights, global_batch_size)  # count_k, (m,)
         self.bags = [Bag(np.flatnonzero(self.domains == k)) for k in range(len(self.weights))]
 
-    def _join(self, added):
-        """Newly admitted ids join their domain's current pass."""
+    def global_ids(self, step):
+        """count_k ids from each domain's pass, shuffled so every rank's slice holds every
+        domain; newly admitted ids join their domain's pass."""
+        added, fell = self.admit(step)
         for k, bag in enumerate(self.bags):
+            if fell:
+                bag.drop_unadmitted(self.mask)
             bag.add(added[self.domains[added] == k])
-
-    def _draw(self):
-        """count_k ids from each domain's pass, shuffled so every rank's slice holds
-        every domain."""
+        if len(added) or fell:  # the pool changed: every weighted domain must have a sample
+            sizes = np.bincount(self.domains[self.mask], minlength=len(self.bags))
+            for k in np.flatnonzero((sizes == 0) & (self.weights > 0)):
+                raise ValueError(f"domain {k} has weight {self.weights[k]:g} but no admitted "
+                                 f"samples at step {step} ({self.difficulties(step)}); give it "
+                                 "weight 0 or raise min_difficulty")
         parts = [bag.take(self.rng, n, self.mask) for bag, n in zip(self.bags, self.counts) if n]
         ids = np.concatenate(parts)
         self.rng.shuffle(ids)
         return ids
 
-    def _update_pool(self):
-        """As CurriculumSampler's; then every domain with a weight must have an admitted sample."""
-        before = self.pool_difficulties
-        super()._update_pool()
-        if self.pool_difficulties == before:
-            return
-        # admitted per domain
-        sizes = np.bincount(self.domains[self.mask], minlength=len(self.bags))
-        for k in np.flatnonzero((sizes == 0) & (self.weights > 0)):
-            raise ValueError(f"domain {k} has weight {self.weights[k]:g} but no admitted samples "
-                             f"at step {self.step} ({self.difficulties()}); give it weight 0 or "
-                             "raise min_difficulty")
+    def state_dict(self):
+        return {**super().state_dict(), "bag": None,
+                "bags": [bag.ids[: bag.n].copy() for bag in self.bags]}
+
+    def load_state_dict(self, state):
+        assert len(state["bags"]) == len(self.bags), "a resume keeps the run's domain weights"
+        super().load_state_dict({**state, "bag": np.zeros(0, dtype=np.int64)})
+        for bag, ids in zip(self.bags, state["bags"]):
+            bag.n = 0
+            bag.add(ids)

@@ -25,10 +25,13 @@ But:
 """
 
 import json
+import math
 from dataclasses import fields
 
+from analyzer import METRICS
 from sampler import SEQLEN_METRICS
-from scheduler import PACING
+from scheduler import PACING, RandomLTDScheduler
+from support.launch import int_list
 
 ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpeed's names -> ours
 
@@ -339,7 +342,87 @@ def from_deepspeed(ds, cfg, notes, accum=None):
     return metrics, ltd
 
 
-def check_curriculum(name, e, block_size, known):
+def data_efficiency(cfg, global_batch_size, notes, accum=None, saved=None):
+    """-> (metrics, ltd): curricula {our metric name: DeepSpeed entry} and random-LTD's schedule
+    (a RandomLTDScheduler, or None: off), from the flags or --config, checked; notes gets what
+    --config set, ignored or does not apply. saved: a checkpoint's settings, whose schedules a
+    resumed run keeps (their lengths came from the first run's budget)."""
+    if saved:
+        metrics, ltd = saved["curricula"], saved["random_ltd"]
+        for name, entry in metrics.items():  # a custom pacing comes back by name: still there?
+            check_curriculum(name, entry, cfg.block_size)
+        layers = list(saved["model"]["ltd_layers"] or [])  # []: the model's default
+        return metrics, ltd and RandomLTDScheduler(ltd, layers)
+    metrics, ltd = from_flags(cfg, global_batch_size)
+    if cfg.config and (metrics or ltd):
+        raise ValueError("--config and the cl_/seqlen/random_ltd flags both set a curriculum; "
+                         "use one of them")
+    if cfg.config:
+        ds = load(cfg.config)
+        notes += training_notes(ds, cfg.dtype)
+        metrics, ltd = from_deepspeed(ds, cfg, notes, accum)
+    if sum(name in SEQLEN_METRICS for name in metrics) > 1:
+        raise ValueError("both seqlen_truncate and seqlen_reshape are set; "
+                         "keep one sequence-length curriculum")
+    for name, entry in metrics.items():
+        check_curriculum(name, entry, cfg.block_size)
+    if ltd is None:
+        return metrics, None
+    check_random_ltd(ltd, cfg.n_layer, cfg.block_size)
+    layers = sorted(set(ltd.get("random_ltd_layer_id") or []))  # []: the model's default
+    return metrics, RandomLTDScheduler(ltd["random_ltd_schedule"], layers)
+
+
+def from_flags(cfg, global_batch_size):
+    """The cl_/seqlen_/ltd_ flags as DeepSpeed-format dicts: ({name: entry}, random_ltd or None).
+    Schedule lengths left at 0 are 40% (curricula) and 60% (random-LTD) of the budget."""
+    # the budget in dense steps: max_iters, or max_tokens / (G * T), whichever ends first
+    by_tokens = math.inf
+    if cfg.max_tokens:
+        by_tokens = cfg.max_tokens // (global_batch_size * cfg.block_size)
+    steps = max(1, int(min(cfg.max_iters or math.inf, by_tokens)))
+    metrics, ltd = {}, None
+    if cfg.cl_metric:
+        sc = {"total_curriculum_step": cfg.cl_total_step or max(1, int(0.4 * steps)),
+              "difficulty_step": cfg.cl_difficulty_step, "root_degree": cfg.cl_root_degree}
+        if cfg.cl_schedule == "custom":  # checkpointed by name
+            sc = {"pacing": cfg.cl_pacing, "total_curriculum_step": sc["total_curriculum_step"],
+                  "difficulty_step": cfg.cl_difficulty_step}
+        if cfg.cl_schedule == "fixed_discrete":
+            sc = {"difficulty": int_list("cl_discrete_difficulty", cfg.cl_discrete_difficulty),
+                  "max_step": int_list("cl_discrete_max_step", cfg.cl_discrete_max_step)}
+        metrics[cfg.cl_metric] = {"difficulty_type": cfg.cl_difficulty_type,
+                                  "min_difficulty": whole(cfg.cl_min),
+                                  "max_difficulty": whole(cfg.cl_max),
+                                  "schedule_type": cfg.cl_schedule, "schedule_config": sc}
+    if cfg.seqlen:
+        sc = {"total_curriculum_step": cfg.seqlen_total_step or max(1, int(0.4 * steps)),
+              "difficulty_step": cfg.seqlen_step}
+        metrics["seqlen_" + cfg.seqlen] = {"difficulty_type": "value",
+                                           "min_difficulty": cfg.seqlen_min,
+                                           "max_difficulty": cfg.block_size,
+                                           "schedule_type": "fixed_linear", "schedule_config": sc}
+    if cfg.random_ltd:
+        sc = {"require_steps": cfg.ltd_require_steps or max(1, int(0.6 * steps)),
+              "seq_per_step": cfg.ltd_seq_per_step}
+        schedule = {"min_value": cfg.ltd_min or cfg.block_size // 4, "max_value": cfg.block_size,
+                    "schedule_type": "fixed_linear", "schedule_config": sc}
+        ltd = {"random_ltd_schedule": schedule,
+               "random_ltd_layer_id": int_list("ltd_layers", cfg.ltd_layers)}
+    return metrics, ltd
+
+
+def check_flags(cfg):
+    """The cl_ flags that need a concept file's names or a list, checked where they enter."""
+    if cfg.cl_schedule == "fixed_discrete" and cfg.cl_metric and not cfg.cl_discrete_difficulty:
+        raise ValueError("--cl_schedule=fixed_discrete needs --cl_discrete_difficulty=d1,d2,... "
+                         "and --cl_discrete_max_step=s1,...")
+    if cfg.cl_schedule == "custom" and cfg.cl_metric and cfg.cl_pacing not in PACING:
+        raise ValueError(f"--cl_schedule=custom needs --cl_pacing=NAME, one of {', '.join(PACING)} "
+                         f"(got {cfg.cl_pacing!r}); add yours to scheduler.PACING")
+
+
+def check_curriculum(name, e, block_size, known=METRICS):
     """One curriculum_metrics entry, as scheduler.py and sampler.py will read it (types checked)."""
     where = f"curriculum metric {name}"
     kind = e.get("difficulty_type")
@@ -409,5 +492,5 @@ def need(d, keys, where):
 
 
 def whole(x):
-    """A difficulty as DeepSpeed's configs write it: 20.0 -> 20, 0.5 -> 0.5 (config.from_flags)."""
+    """A difficulty as DeepSpeed's configs write it: 20.0 -> 20, 0.5 -> 0.5 (from_flags)."""
     return int(x) if float(x).is_integer() else x

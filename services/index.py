@@ -27,7 +27,7 @@ import numpy as np
 
 import analyzer
 from analyzer import KEYS, METRICS
-from support.cli import opt, parse
+from support.launch import opt, parse
 from support.files import atomic_write
 from support.prepare import corpus_dir
 from support.progress import say, si

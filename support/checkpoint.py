@@ -24,11 +24,13 @@ import fcntl
 import hashlib
 import io
 import os
+import shlex
 from dataclasses import asdict, fields, replace
 
 import torch
 import torch.distributed as dist
 
+from support.bins import scan_bins
 from support.files import atomic_write
 
 
@@ -59,44 +61,65 @@ def load_checkpoint(path):
     return torch.load(io.BytesIO(blob[:-32]), map_location="cpu", weights_only=False)
 
 
-def parts(run):
-    """What a checkpoint holds besides the loop's state and the RNGs: every part with a
-    state_dict."""
-    return {"model": run.raw_model, "optimizer": run.optimizer, "scaler": run.scaler,
-            "sampler": run.sampler}
-
-
-def settings(run):
-    """What shapes a run and so must be the same on resume: corpus, model, batch, seed, schedules,
-    LR, optimizer."""
-    cfg = run.cfg
-    s = run.sampler
-    return {"corpus": run.corpus,
-            "model": asdict(run.raw_model.config),
-            "seed": cfg.seed,
-            "global_batch_size": s.G,
-            "curricula": {n: c.config for n, c in s.schedules.items()},
-            "random_ltd": run.ltd and run.ltd.config,
-            "random_ltd_layers": sorted(run.raw_model.ltd_layers),
-            "domain_weights": cfg.domain_weights,
-            "lr_schedule": [cfg.learning_rate, cfg.min_lr, *run.lr_schedule[1:]],
-            "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
-
-
-def save(run, state, path):
-    """Every rank's RNG states gathered (a collective), then rank 0 writes the checkpoint of
-    train.py's Run."""
-    mine = {"torch": torch.get_rng_state(), "ltd": run.ltd_gen.get_state().cpu(),
-            "cuda": torch.cuda.get_rng_state() if run.device != "cpu" else None}
-    rngs = [mine] * run.world_size  # under torchrun replaced by every rank's, in rank order
+def save(path, parts, state, gen, rank, settings, cfg, where):
+    """Every rank's RNG states gathered (a collective), then rank 0 writes the checkpoint: each
+    part's state_dict (parts: {name: object with state_dict}), the loop's state, the RNGs, the
+    settings a resume must match, the config, and where it ran ("cpu (float32)")."""
+    mine = {"torch": torch.get_rng_state(), "ltd": gen.get_state().cpu(),
+            "cuda": torch.cuda.get_rng_state() if gen.device.type == "cuda" else None}
+    rngs = [mine]  # under torchrun replaced by every rank's, in rank order
     if dist.is_initialized():
+        rngs = [None] * dist.get_world_size()
         dist.all_gather_object(rngs, mine)
-    if run.rank == 0:
-        where = f"{run.device.split(':')[0]} ({run.dtype})"  # a resume may change it
-        state_dicts = {k: p.state_dict() for k, p in parts(run).items()}
+    if rank == 0:
+        state_dicts = {k: p.state_dict() for k, p in parts.items()}
         save_checkpoint(path, {**state_dicts, "state": dict(state), "rng": rngs,
-                               "settings": settings(run), "config": asdict(run.cfg),
-                               "where": where})
+                               "settings": settings, "config": asdict(cfg), "where": where})
+
+
+def resume(ckpt, parts, settings, gen, rank, world_size, where, path, notes):
+    """The inverse of save(), from the checkpoint ckpt (a dict) -> the loop's state: refuses other
+    settings; another world size, device or precision is allowed and said in notes."""
+    check_resume(ckpt["settings"], settings, path)
+    # subtle: fused/foreach/capturable follow this device, not the saver's
+    groups = ckpt["optimizer"]["param_groups"]
+    for g, mine in zip(groups, parts["optimizer"].param_groups):
+        g.update({k: mine[k] for k in ("fused", "foreach", "capturable") if k in mine})
+    for k, p in parts.items():
+        p.load_state_dict(ckpt[k])
+    # subtle: on another world size, resume goes on, not bit-exactly
+    rng = ckpt["rng"][rank % len(ckpt["rng"])]
+    torch.set_rng_state(rng["torch"])
+    if rng["ltd"].numel() == gen.get_state().numel():  # 16 bytes on CUDA, 5,056 on the CPU
+        gen.set_state(rng["ltd"])
+    if gen.device.type == "cuda" and rng["cuda"] is not None:
+        torch.cuda.set_rng_state(rng["cuda"])
+    if len(ckpt["rng"]) != world_size or ckpt["where"] != where:
+        notes.append(f"the checkpoint was written by {len(ckpt['rng'])} rank(s) "
+                     f"on {ckpt['where']}, this run has {world_size} on {where}: "
+                     "the same batches go on, but dropout and random-LTD draw anew")
+    eff = ckpt["state"]["layer_tokens"] / ckpt["config"]["n_layer"]
+    notes.insert(0, f"resumed from {path} at iter {ckpt['state']['iter_num']}, "
+                    f"{eff:,.0f} effective tokens")
+    return dict(ckpt["state"])
+
+
+def resume_command(out_dir):
+    """The command line that continues the run in out_dir, as it was launched:
+    out_dir out-wiki -> python train.py --resume --out_dir=out-wiki; under torchrun with 2 ranks on
+    one machine -> torchrun --standalone --nproc_per_node=2 train.py --resume --out_dir=out-wiki."""
+    args = f"train.py --resume --out_dir={shlex.quote(out_dir)}"
+    if "RANK" not in os.environ:
+        return f"python {args}"
+    local, world = int(os.environ["LOCAL_WORLD_SIZE"]), int(os.environ["WORLD_SIZE"])
+    nodes = "--standalone" if world == local else f"--nnodes={world // local} <rendezvous flags>"
+    return f"torchrun {nodes} --nproc_per_node={local} {args}"
+
+
+def corpus_fingerprint(data_dir, meta):
+    """The corpus's content hash, which a resume checks: meta.json's, or for a nanoGPT directory
+    without one, hashed once and recorded beside it (support/bins.py)."""
+    return meta.get("fingerprint") or scan_bins(data_dir)["fingerprint"]
 
 
 # flags that may differ on --resume: where and how this process runs and what it prints
@@ -128,33 +151,6 @@ def resumed_config(saved, cfg, given, path):
                          "the curricula, the kept length and the LR schedule stay as checkpointed "
                          "(past its end, min_lr)")
     return replace(cfg, **merged), notes
-
-
-def resume(run, ckpt, path):
-    """The inverse of save(), from the checkpoint ckpt (a dict) -> (the loop's state, notes):
-    refuses another corpus; another world size, device or precision is allowed and said in a
-    note."""
-    notes = []
-    check_resume(ckpt["settings"], settings(run), path)
-    # subtle: fused/foreach/capturable follow this device, not the saver's
-    groups = ckpt["optimizer"]["param_groups"]
-    for g, mine in zip(groups, run.optimizer.param_groups):
-        g.update({k: mine[k] for k in ("fused", "foreach", "capturable") if k in mine})
-    for k, p in parts(run).items():
-        p.load_state_dict(ckpt[k])
-    # subtle: on another world size, resume goes on, not bit-exactly
-    rng = ckpt["rng"][run.rank % len(ckpt["rng"])]
-    torch.set_rng_state(rng["torch"])
-    if rng["ltd"].numel() == run.ltd_gen.get_state().numel():  # 16 bytes on CUDA, 5,056 on the CPU
-        run.ltd_gen.set_state(rng["ltd"])
-    if run.device != "cpu" and rng["cuda"] is not None:
-        torch.cuda.set_rng_state(rng["cuda"])
-    where = f"{run.device.split(':')[0]} ({run.dtype})"
-    if len(ckpt["rng"]) != run.world_size or ckpt["where"] != where:
-        notes.append(f"the checkpoint was written by {len(ckpt['rng'])} rank(s) "
-                     f"on {ckpt['where']}, this run has {run.world_size} on {where}: "
-                     "the same batches go on, but dropout and random-LTD draw anew")
-    return dict(ckpt["state"]), notes
 
 
 def flatten(d, prefix=""):

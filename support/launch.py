@@ -1,6 +1,10 @@
 """
-One process of a run: its device, its process group, its signals, its errors; the same for python
-and torchrun.
+How a run is launched: its command line, its device, its process group, its signals, its errors;
+the same for python and torchrun.
+
+Any dataclass becomes a command line (as nanochat, argparse instead of nanoGPT's exec
+configurator): --key=value for every field, typed as declared, --help from each field's help text,
+lower bounds and choices checked, unknown keys and bad values as one ValueError line.
 
 Follows nanoGPT's DDP set-up (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE; NCCL on
 GPUs, Gloo on CPUs, so two-process runs are tested on a CPU) and what cluster schedulers expect:
@@ -17,35 +21,89 @@ But:
 - a signal the launcher set to be ignored (SIGINT in a background job) stays ignored.
 """
 
+import argparse
 import contextlib
 import gc
 import os
-import shlex
+import re
 import signal
+from dataclasses import field, fields
 
 import torch
 import torch.distributed as dist
 
 
+# -----------------------------------------------------------------------------
+# the command line
+
+
+def opt(default, help, low=None, choices=None):
+    """A field with its --help text; low: the smallest value allowed; choices: the only values
+    allowed."""
+    return field(default=default, metadata={"help": help, "low": low, "choices": choices})
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one ValueError line (for main's handler), not a usage block and
+    exit 2."""
+
+    def error(self, message):
+        message = re.sub(r"^argument (--\w+): ", r"\1: ", message)
+        message = message.replace("unrecognized arguments", "unknown option")
+        raise ValueError(f"{message}; see {self.prog} --help")
+
+
+def to_bool(text):
+    if text.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return text.lower() in ("1", "true", "yes", "on")
+    raise ValueError(text)
+
+
+to_bool.__name__ = "bool"  # argparse names the type in its error: "invalid bool value"
+
+
+def parse(cls, argv, prog, description=""):
+    """Every field of the dataclass cls as --key=value (a bool also as --key), typed as it is
+    declared -> cls(...)."""
+    p = Parser(prog=prog, usage=f"python {prog} [--key=value ...]", description=description,
+               allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for f in fields(cls):
+        help = f"{f.metadata.get('help', '')} (default: {f.default!r})".replace("%", "%%")
+        if f.type is bool:
+            p.add_argument(f"--{f.name}", type=to_bool, default=f.default, help=help,
+                           metavar="BOOL", nargs="?", const=True)
+        else:
+            p.add_argument(f"--{f.name}", type=f.type, default=f.default, help=help,
+                           metavar=f.type.__name__.upper(), choices=f.metadata.get("choices"))
+    cfg = cls(**vars(p.parse_args(argv)))
+    for f in fields(cls):  # lower bounds: one line naming the flag
+        low, value = f.metadata.get("low"), getattr(cfg, f.name)
+        if low is not None and value < low:
+            what = "be at least 1" if low == 1 else "be positive" if low else "not be negative"
+            raise ValueError(f"--{f.name}={value} must {what}")
+    return cfg
+
+
+def given(argv):
+    """The names of the flags on a command line: ["--lr=1", "--resume"] -> {"lr", "resume"}."""
+    return {a[2:].partition("=")[0] for a in argv if a.startswith("--")}
+
+
+def int_list(name, text):
+    """'1,2' -> [1, 2]; one line naming the flag otherwise."""
+    try:
+        return [int(x) for x in text.split(",")] if text else []
+    except ValueError:
+        raise ValueError(f"--{name}={text} must be comma-separated integers, "
+                         f"e.g. --{name}=1,2") from None
+
+
+# -----------------------------------------------------------------------------
+# the process
+
+
 class Stopped(Exception):
     """A signal (or a second one) ended the run; the message says where and how to go on."""
-
-
-def print0(*args, **kwargs):
-    if int(os.environ.get("RANK", 0)) == 0:
-        print(*args, **kwargs, flush=True)
-
-
-def resume_command(out_dir):
-    """The command line that continues the run in out_dir, as it was launched:
-    out_dir out-wiki -> python train.py --resume --out_dir=out-wiki; under torchrun with 2 ranks on
-    one machine -> torchrun --standalone --nproc_per_node=2 train.py --resume --out_dir=out-wiki."""
-    args = f"train.py --resume --out_dir={shlex.quote(out_dir)}"
-    if "RANK" not in os.environ:
-        return f"python {args}"
-    local, world = int(os.environ["LOCAL_WORLD_SIZE"]), int(os.environ["WORLD_SIZE"])
-    nodes = "--standalone" if world == local else f"--nnodes={world // local} <rendezvous flags>"
-    return f"torchrun {nodes} --nproc_per_node={local} {args}"
 
 
 def resolve_device(device, n_gpu, local_rank=0, local_world_size=1):

@@ -9,7 +9,7 @@ import torch
 
 from support import checkpoint
 from support import files
-from config import parse_args
+from train import parse_args
 
 
 def test_round_trip_and_plain_torch_load(tmp_path):

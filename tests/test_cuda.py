@@ -14,11 +14,16 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from support.compiling import compile_count, compile_model
+from model import compile_model
 from test_random_ltd import assert_matches_reference, batch, grads, tiny
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def compile_count():
+    """Graphs torch.compile built so far in this process."""
+    return torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
 def cuda_model(n_layer=4, T=64, n_embd=64):
@@ -112,7 +117,7 @@ import torch, train
 torch.use_deterministic_algorithms(True, warn_only=True)
 args = {args!r}
 def go(out, *extra):
-    return train.train(train.config.parse_args(args + [f"--out_dir={{out}}", *extra]))
+    return train.train(train.parse_args(args + [f"--out_dir={{out}}", *extra]))
 straight = go({tmp!r} + "/s", "--max_iters=8")
 first = go({tmp!r} + "/r", "--max_iters=3")
 second = go({tmp!r} + "/r", "--max_iters=8", "--resume")

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 import analyzer
-import config
+import train
+from services import ds_config
 import data
 import random_ltd
 import sampler
@@ -141,12 +142,12 @@ def test_scheduler_demo_table_is_the_schedules_of_train_py_s_flags(capsys):
     scheduler.demo(steps=range(1, 1501))  # every step: r(t) and r(t+1) differ only at some
     rows = table_rows(capsys.readouterr().out, 5)
     assert [r[0] for r in rows] == list(range(1, 1501)) and all(r in rows for r in shown)
-    ltd = config.from_flags(config.parse_args(["--random_ltd"]), 16)[1]
-    ltd = scheduler.RandomLTDScheduler(ltd["random_ltd_schedule"])
+    ltd = ds_config.from_flags(train.parse_args(["--random_ltd"]), 16)[1]
+    ltd = scheduler.RandomLTDScheduler(ltd.config)
     for j, kind in enumerate(("fixed_linear", "fixed_root", "fixed_discrete")):
         flags = ["--cl_metric=vocab_rarity", f"--cl_schedule={kind}",
                  "--cl_discrete_difficulty=10,50,100", "--cl_discrete_max_step=200,400"]
-        entry = config.from_flags(config.parse_args(flags), 16)[0]["vocab_rarity"]
+        entry = ds_config.from_flags(train.parse_args(flags), 16)[0]["vocab_rarity"]
         s = scheduler.CurriculumScheduler(entry)
         assert [r[1 + j] for r in rows] == [s.get_difficulty(r[0]) for r in rows], kind
     assert [r[4] for r in rows] == [ltd.get_value(r[0]) for r in rows]

@@ -27,17 +27,17 @@ def test_domain_counts_largest_remainder():
 def test_every_global_batch_has_exact_domain_counts_and_the_same_on_every_rank():
     w = [0.5, 0.3, 0.2]
     s, ranks = weighted(w), [weighted(w, rank=r, world=2) for r in range(2)]
-    for _ in range(20):
-        g = s.global_ids()
+    for t in range(20):
+        g = s.global_ids(t)
         assert np.bincount(DOMAINS[g], minlength=3).tolist() == [8, 5, 3]  # 8, 4.8, 3.2
-        assert np.array_equal(np.concatenate([ids_of(r.next_batch()) for r in ranks]), g)
+        assert np.array_equal(np.concatenate([ids_of(r.next_batch(t)) for r in ranks]), g)
         assert len(set(DOMAINS[g[:8]].tolist())) > 1  # domains mixed over the batch, not one rank per domain
 
 
 def test_domain_draws_are_without_replacement_within_each_domains_pass():
     s = weighted([0.6, 0.2, 0.2], G=10, seed=2)
     n1 = int((DOMAINS == 1).sum())
-    ids = np.concatenate([s.global_ids() for _ in range(n1 // 2)])  # 2 of domain 1 per batch
+    ids = np.concatenate([s.global_ids(t) for t in range(n1 // 2)])  # 2 of domain 1 per batch
     d1 = ids[DOMAINS[ids] == 1]
     assert len(d1) == len(set(d1.tolist())) == n1 // 2 * 2  # no repeat before the pass over domain 1 ends
 
@@ -47,7 +47,7 @@ def test_newly_admitted_ids_join_their_domains_current_pass():
     _, index = metric_index(5)
     s = weighted([1 / 3] * 3, G=12, seed=0, metrics={"a": custom("percentile", lambda u: 50 if u <= 3 else 100)},
                  index={"a": index})  # 4 per domain
-    batches = [s.global_ids() for _ in range(20)]
+    batches = [s.global_ids(t) for t in range(20)]
     for k in range(3):
         n_k = int((DOMAINS == k).sum())
         within = np.concatenate([b[DOMAINS[b] == k] for b in batches[: n_k // 4]])  # batches inside the pass
@@ -61,22 +61,22 @@ def test_domain_weights_deterministic_resumable_and_seeded():
     def make_(seed=3):
         return weighted([0.2, 0.3, 0.5], G=12, seed=seed)
 
-    straight = run_steps(make_(), 25)
-    assert straight == run_steps(make_(), 25) and straight != run_steps(make_(4), 25)
+    straight = run_steps(make_(), 0, 25)
+    assert straight == run_steps(make_(), 0, 25) and straight != run_steps(make_(4), 0, 25)
     first = make_()
-    head = run_steps(first, 7)
+    head = run_steps(first, 0, 7)
     second = make_()
     second.load_state_dict(first.state_dict())
-    assert head + run_steps(second, 18) == straight
+    assert head + run_steps(second, 7, 25) == straight
 
 
 def test_domain_weights_compose_with_a_percentile_curriculum(monkeypatch):
     """Admission first (the easiest d / 50 of the samples), then exact counts per domain from the admitted ids."""
-    seen = record_ids(monkeypatch)
+    seen = record_ids(monkeypatch, DomainSampler)
     L = weighted([0.25, 0.25, 0.5], G=8, seed=0, metrics=loader_metrics(None)[0], index=loader_metrics(None)[1])
     for t in range(8):
-        pool = L.pool()
-        L.next_batch()
+        pool = L.pool(t)
+        L.next_batch(t)
         assert np.isin(seen[-1], pool).all() and np.bincount(DOMAINS[seen[-1]], minlength=3).tolist() == [2, 2, 4]
 
 
@@ -86,7 +86,7 @@ def test_a_weighted_domain_without_admitted_samples_is_one_line():
     s = weighted([0.5, 0.25, 0.25], G=8, seed=0, domains=only_0_and_1,
                  metrics={"a": custom("value", lambda u: 10 if u <= 2 else 49)}, index={"a": index})
     with pytest.raises(ValueError, match=r"domain 2 has weight 0.25 but no admitted samples at step 0 \({'a': 10}\)"):
-        s.global_ids()
+        s.global_ids(0)
 
 
 def test_domain_weights_by_name():

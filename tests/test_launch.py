@@ -65,7 +65,7 @@ def test_what_every_rank_needs_is_built_once_per_machine(monkeypatch, rank, loca
 
 def test_a_bad_device_string_is_one_line():
     with pytest.raises(ValueError, match="--device=gpu0 unknown; use auto, cpu, cuda or cuda:N"):
-        train.config.parse_args(["--device=gpu0"])
+        train.parse_args(["--device=gpu0"])
 
 
 # -----------------------------------------------------------------------------
@@ -322,12 +322,12 @@ def test_the_resume_command_is_the_one_that_continues_this_run(monkeypatch):
     continue the default out/), and torchrun's form under torchrun."""
     for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
         monkeypatch.delenv(k, raising=False)
-    assert launch.resume_command("out-wiki") == "python train.py --resume --out_dir=out-wiki"
-    assert launch.resume_command("my runs/a") == "python train.py --resume --out_dir='my runs/a'"
+    assert checkpoint.resume_command("out-wiki") == "python train.py --resume --out_dir=out-wiki"
+    assert checkpoint.resume_command("my runs/a") == "python train.py --resume --out_dir='my runs/a'"
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "4")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    assert launch.resume_command("o") == ("torchrun --standalone --nproc_per_node=4 train.py --resume "
+    assert checkpoint.resume_command("o") == ("torchrun --standalone --nproc_per_node=4 train.py --resume "
                                           "--out_dir=o")
     monkeypatch.setenv("WORLD_SIZE", "8")
-    assert launch.resume_command("o").startswith("torchrun --nnodes=2 <rendezvous flags> --nproc_per_node=4 ")
+    assert checkpoint.resume_command("o").startswith("torchrun --nnodes=2 <rendezvous flags> --nproc_per_node=4 ")

@@ -6,8 +6,13 @@ from torch._dynamo.utils import counters
 
 import random_ltd
 from model import GPT, GPTConfig
-from support.compiling import compile_count, compile_model
+from model import compile_model
 from random_ltd import GatherRows, flat_rows, gather_tokens, layer_tokens, sample_kept_indices, scatter_tokens
+
+
+def compile_count():
+    """Graphs torch.compile built so far in this process."""
+    return torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
 def tiny(n_layer=4, T=16, n_embd=32):

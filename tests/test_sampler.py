@@ -59,11 +59,11 @@ def test_admitted_prefix_worked_example():
 
 def test_dense_is_a_permutation_per_pass():
     s = CurriculumSampler(Windows(), 20, seed=3)
-    for _ in range(3):  # three passes of 10 batches
-        ids = np.concatenate([s.global_ids() for _ in range(10)])
+    for p in range(3):  # three passes of 10 batches
+        ids = np.concatenate([s.global_ids(10 * p + t) for t in range(10)])
         assert sorted(ids.tolist()) == list(range(N))
-    other = CurriculumSampler(Windows(), 20, seed=4).global_ids()
-    assert not np.array_equal(other, CurriculumSampler(Windows(), 20, seed=3).global_ids())
+    other = CurriculumSampler(Windows(), 20, seed=4).global_ids(0)
+    assert not np.array_equal(other, CurriculumSampler(Windows(), 20, seed=3).global_ids(0))
 
 
 def test_admission_value_percentile_and_intersection():
@@ -75,8 +75,8 @@ def test_admission_value_percentile_and_intersection():
     s = CurriculumSampler(Windows(), 16, {"a": custom("value", fa), "b": custom("percentile", fb)}, {"a": ia, "b": ib})
     for t in range(12):
         da, db = fa(t + 1), fb(t + 1)  # DeepSpeed's offset: the batch of step t uses d(t + 1)
-        assert s.difficulties() == {"a": da, "b": db}
-        ids = s.global_ids()
+        assert s.difficulties(t) == {"a": da, "b": db}
+        ids = s.global_ids(t)
         assert len(ids) == 16
         assert (ma[ids] <= da).all()  # value: metric <= d
         assert (rank_b[ids] < (N // 100) * db).all()  # percentile: among the easiest db %
@@ -85,7 +85,7 @@ def test_admission_value_percentile_and_intersection():
 
 def test_full_batches_and_equal_counts_when_pool_is_small():
     s, _, index = make(fn=lambda u: 5, seed=1, metric_seed=2)  # 10 samples admitted, batch of 16
-    ids = np.concatenate([s.global_ids() for _ in range(5)])  # 80 draws = 8 passes over 10 samples
+    ids = np.concatenate([s.global_ids(t) for t in range(5)])  # 80 draws = 8 passes over 10 samples
     assert set(ids.tolist()) == set(index["index_to_sample"][:10].tolist())
     counts = np.bincount(ids, minlength=N)[index["index_to_sample"][:10]]
     assert counts.max() - counts.min() <= 1
@@ -93,8 +93,8 @@ def test_full_batches_and_equal_counts_when_pool_is_small():
 
 def test_pool_growth_joins_the_current_pass():
     s, _, _ = make(fn=lambda u: 50 if u <= 3 else 100, G=20, metric_seed=5)
-    first = np.concatenate([s.global_ids() for _ in range(3)])  # 60 of the 100 easiest
-    rest = np.concatenate([s.global_ids() for _ in range(7)])  # 140 more: everything not yet drawn
+    first = np.concatenate([s.global_ids(t) for t in range(3)])  # 60 of the 100 easiest
+    rest = np.concatenate([s.global_ids(t) for t in range(3, 10)])  # 140 more: everything not yet drawn
     assert len(set(first.tolist())) == 60
     assert sorted(np.concatenate([first, rest]).tolist()) == list(range(N))
 
@@ -103,44 +103,44 @@ def test_pool_growth_joins_the_current_pass():
 def test_rank_slices_disjoint_and_covering(world):
     ref = CurriculumSampler(Windows(), 16, seed=9)
     ranks = [CurriculumSampler(Windows(), 16, seed=9, rank=r, world_size=world) for r in range(world)]
-    for _ in range(15):
-        g = ref.global_ids()
-        parts = [ids_of(s.next_batch()) for s in ranks]
+    for t in range(15):
+        g = ref.global_ids(t)
+        parts = [ids_of(s.next_batch(t)) for s in ranks]
         assert all(len(p) == 16 // world for p in parts)
         assert np.array_equal(np.concatenate(parts), g)
         assert len(set(np.concatenate(parts).tolist())) == 16
 
 
-def run_steps(s, n):
-    return [s.global_ids().tolist() for _ in range(n)]
+def run_steps(s, start, stop):
+    return [s.global_ids(t).tolist() for t in range(start, stop)]
 
 
 def test_resume_equals_uninterrupted_and_across_world_sizes():
     def sampler_(rank=0, world=1):
         return make(fn=lambda u: min(100, 10 * u), seed=2, metric_seed=7, G=8, rank=rank, world_size=world)[0]
 
-    straight = run_steps(sampler_(), 30)
+    straight = run_steps(sampler_(), 0, 30)
     first = sampler_()
-    head = run_steps(first, 4)  # a pool change happens right after
+    head = run_steps(first, 0, 4)  # a pool change happens right after
     state = first.state_dict()
     second = sampler_()
     second.load_state_dict(state)
-    assert head + run_steps(second, 26) == straight
+    assert head + run_steps(second, 4, 30) == straight
     # a 1-rank state resumed on 2 ranks: each rank's slices make the same global batches
     ranks = [sampler_(r, 2) for r in range(2)]
     for s in ranks:
         s.load_state_dict(state)
     for t in range(4, 30):
-        assert np.concatenate([ids_of(s.next_batch()) for s in ranks]).tolist() == straight[t]
+        assert np.concatenate([ids_of(s.next_batch(t)) for s in ranks]).tolist() == straight[t]
 
 
 def test_state_uses_its_own_generator():
     a = CurriculumSampler(Windows(), 8, seed=1)
     np.random.seed(0)
-    x = a.global_ids()
+    x = a.global_ids(0)
     b = CurriculumSampler(Windows(), 8, seed=1)
     np.random.seed(123)
-    assert np.array_equal(b.global_ids(), x)
+    assert np.array_equal(b.global_ids(0), x)
 
 
 def test_seqlen_truncate_and_reshape_keep_the_right_tokens():
@@ -161,13 +161,13 @@ def test_an_empty_pool_is_one_line_with_the_metric_range():
     lo, hi = f"{m.min():.6g}", f"{m.max():.6g}"
     want = rf"admits no samples at step 0 \({{'a': -1}}\); a ranges {lo} .. {hi} on this data; set the "
     with pytest.raises(ValueError, match=want):
-        s.global_ids()
+        s.global_ids(0)
 
 
 def test_falling_schedule_drops_samples_from_the_pass():
     s, m, _ = make(kind="value", fn=lambda u: 40 if u <= 2 else 10, G=8, metric_seed=3)
     for t in range(6):
-        ids = s.global_ids()
+        ids = s.global_ids(t)
         assert (m[ids] <= (40 if t + 1 <= 2 else 10)).all()
 
 
@@ -176,9 +176,9 @@ def test_newly_admitted_ids_are_spread_uniformly_over_the_rest_of_the_pass():
     new_frac = []
     for seed in range(300):
         s, _, index = make(fn=lambda u: 50 if u <= 3 else 100, seed=seed, G=20, metric_seed=5)
-        for _ in range(3):
-            s.global_ids()
-        new_frac.append(np.isin(s.global_ids(), index["index_to_sample"][100:]).mean())
+        for t in range(3):
+            s.global_ids(t)
+        new_frac.append(np.isin(s.global_ids(3), index["index_to_sample"][100:]).mean())
     assert abs(np.mean(new_frac) - 100 / 140) < 0.03  # not all first (0.0) nor all last (1.0)
 
 
@@ -214,9 +214,9 @@ def test_admitted_sets_and_difficulties_equal_deepspeeds(case):
     s, pool = CurriculumSampler(Windows(c["num_samples"], 64), 16, metrics, index), None
     for rec in c["steps"]:
         pool = rec["pool"] if rec["pool"] is not None else pool  # null: unchanged since the step before
-        assert s.step == rec["step"] and s.difficulties() == rec["difficulties"]
-        assert s.pool().tolist() == pool
-        s.next_batch()
+        assert s.difficulties(rec["step"]) == rec["difficulties"]
+        assert s.pool(rec["step"]).tolist() == pool
+        s.next_batch(rec["step"])
         assert np.flatnonzero(s.mask).tolist() == pool
 
 
@@ -242,10 +242,10 @@ def loader(seqlen="seqlen_truncate", rank=0, world=1, seed=0, G=8):
     return CurriculumSampler(Windows(N, 32), G, *loader_metrics(seqlen), seed, rank, world)
 
 
-def record_ids(monkeypatch):
-    """Every id array CurriculumSampler.global_ids returns, in order."""
-    seen, real = [], CurriculumSampler.global_ids
-    monkeypatch.setattr(sampler.CurriculumSampler, "global_ids", lambda self: seen.append(real(self)) or seen[-1])
+def record_ids(monkeypatch, cls=CurriculumSampler):
+    """Every id array cls.global_ids returns, in order."""
+    seen, real = [], cls.global_ids
+    monkeypatch.setattr(cls, "global_ids", lambda self, t: seen.append(real(self, t)) or seen[-1])
     return seen
 
 
@@ -258,9 +258,6 @@ def test_difficulties_and_seqlen_per_step_with_deepspeeds_offset():
     assert [s.difficulties(t) for t in (0, 1, 2, 9)] == [d(20, 16), d(30, 24), d(40, 32), d(50, 32)]  # d(t + 1)
     assert [s.seqlen(t) for t in range(4)] == [16, 24, 32, 32] and loader(seqlen=None).seqlen(0) == 32
     assert len(s.pool(0)) == (N // 50) * 20 and len(s.pool(3)) == N  # all admitted at max
-    for t in range(3):
-        assert s.difficulties() == s.difficulties(t) and s.seqlen() == s.seqlen(t)
-        s.next_batch()
 
 
 @pytest.mark.parametrize("seqlen", ["seqlen_truncate", "seqlen_reshape", None])
@@ -269,8 +266,8 @@ def test_batches_are_the_admitted_windows_cut_to_the_step_length(seqlen, monkeyp
     L = loader(seqlen, rank=1, world=2)
     w = Windows(N, 32)
     for t in range(5):
-        s, pool, rows = L.seqlen(), L.pool(), L.rows(t)
-        batch = L.next_batch()
+        s, pool, rows = L.seqlen(t), L.pool(t), L.rows(t)
+        batch = L.next_batch(t)
         assert rows == batch.shape[0] * 2  # global rows, as the LR horizon counts them ahead of time
         ids = seen[-1][4:]  # rank 1 of 2: the second half of the global batch
         assert len(ids) == 4 and np.isin(ids, pool).all()
@@ -289,9 +286,9 @@ def test_batches_are_the_admitted_windows_cut_to_the_step_length(seqlen, monkeyp
 def test_rank_batches_are_disjoint_and_cover_the_global_batch():
     one = loader("seqlen_reshape")
     ranks = [loader("seqlen_reshape", rank=r, world=4) for r in range(4)]
-    for _ in range(6):
-        parts = [L.next_batch() for L in ranks]
-        whole = one.next_batch()
+    for t in range(6):
+        parts = [L.next_batch(t) for L in ranks]
+        whole = one.next_batch(t)
         assert np.array_equal(np.concatenate(parts), whole)
         starts = [set(p[:, 0].tolist()) for p in parts]  # a row's first token identifies it
         assert sum(len(x) for x in starts) == len(set().union(*starts)) == len(whole)
@@ -299,20 +296,19 @@ def test_rank_batches_are_disjoint_and_cover_the_global_batch():
 
 def test_batch_resume_is_bit_exact_also_on_another_world_size():
     straight = loader()
-    want = [straight.next_batch() for _ in range(12)]
+    want = [straight.next_batch(t) for t in range(12)]
     first = loader()
-    got = [first.next_batch() for _ in range(3)]
+    got = [first.next_batch(t) for t in range(3)]
     state = first.state_dict()
     second = loader()
     second.load_state_dict(state)
-    assert second.step == 3 and second.difficulties() == loader().difficulties(3)
-    got += [second.next_batch() for _ in range(9)]
+    got += [second.next_batch(t) for t in range(3, 12)]
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
     halves = [loader(rank=r, world=2) for r in range(2)]
     for h in halves:
         h.load_state_dict(state)
     for t in range(3, 12):
-        assert np.array_equal(np.concatenate([h.next_batch() for h in halves]), want[t])
+        assert np.array_equal(np.concatenate([h.next_batch(t) for h in halves]), want[t])
 
 
 def test_bag_take_draws_exactly_n_also_when_one_id_is_left_to_draw():

@@ -17,7 +17,7 @@ import model
 import sampler
 import scheduler
 import train
-from support import bins, compiling, prepare
+from support import bins, prepare
 from services import index as support_index
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,7 +31,7 @@ LTD = ["--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4", "--ltd_require_ste
 
 
 def cfg_for(corpus, out_dir, *extra):
-    return train.config.parse_args(TINY + [f"--data_dir={corpus}", f"--out_dir={out_dir}", *extra])
+    return train.parse_args(TINY + [f"--data_dir={corpus}", f"--out_dir={out_dir}", *extra])
 
 
 def run(*args, env=None):
@@ -130,8 +130,8 @@ def count_no_sync(self):
     return orig_no_sync(self)
 DDP.no_sync = count_no_sync
 orig_ids, orig_kept = sampler.CurriculumSampler.global_ids, random_ltd.sample_kept_indices
-def global_ids(self):
-    ids = orig_ids(self)
+def global_ids(self, t):
+    ids = orig_ids(self, t)
     k = self.G // self.world_size
     seen.append(ids[self.rank * k : (self.rank + 1) * k].tolist())  # this rank's slice
     seeds.append(torch.initial_seed())  # the stream dropout draws from
@@ -142,7 +142,7 @@ def sample_kept_indices(*a, **k):
     return idx
 sampler.CurriculumSampler.global_ids = global_ids
 random_ltd.sample_kept_indices = sample_kept_indices
-out = train.train(train.config.parse_args(sys.argv[1:]))
+out = train.train(train.parse_args(sys.argv[1:]))
 json.dump({{"losses": out["losses"], "val_loss": out["val_loss"], "seen": seen, "kept": kept, "seeds": seeds,
            "no_sync": len(no_sync)}},
           open(os.path.join({out!r}, "rank%s.json" % os.environ.get("RANK", "0")), "w"))
@@ -165,7 +165,7 @@ def test_torchrun_two_ranks_with_accumulation_match_one_rank(corpus, tmp_path):
                    "--global_batch_size=8", "--save_checkpoint=false"]
     ranks, stdout = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
     assert "8 rows/step = 2 x 2 accum x 2 ranks" in stdout
-    one = train.train(train.config.parse_args(args + [f"--out_dir={tmp_path / 'one'}"]))
+    one = train.train(train.parse_args(args + [f"--out_dir={tmp_path / 'one'}"]))
     assert ranks[0]["no_sync"] == ranks[1]["no_sync"] == 4  # all-reduce skipped on the first of 2 micro-steps, 4 steps
     assert ranks[0]["losses"] == ranks[1]["losses"]  # logged losses are averaged over ranks
     np.testing.assert_allclose(ranks[0]["losses"], one["losses"], rtol=1e-5)
@@ -312,7 +312,7 @@ def test_val_loss_does_not_depend_on_batch_size(corpus, tmp_path):
 def test_curriculum_admits_only_easy_samples(corpus, tmp_path, monkeypatch):
     """At every step the drawn samples are inside the easiest d% by vocab_rarity."""
     seen, orig = [], sampler.CurriculumSampler.global_ids
-    monkeypatch.setattr(sampler.CurriculumSampler, "global_ids", lambda self: seen.append(orig(self)) or seen[-1])
+    monkeypatch.setattr(sampler.CurriculumSampler, "global_ids", lambda self, t: seen.append(orig(self, t)) or seen[-1])
     train.train(cfg_for(corpus, tmp_path, "--max_iters=6", "--eval_interval=100", *CL[:5]))
     index = support_index.ensure_index(os.path.join(corpus, "train.bin"), 16, ["vocab_rarity"],
                                   os.path.join(corpus, "index"), verbose=False)
@@ -351,7 +351,7 @@ def test_log_lines_are_nanogpts_plus_what_is_on_and_the_summary_splits_the_savin
     for n in (2, 4, 6, 8):
         if f"iter {n}" in at:
             line = out.split(f"iter {n}: loss")[1].split("\n")[0]
-            assert f"vocab_rarity {at[f'iter {n}']}," in line
+            assert f"vocab_rarity {at[f'iter {n}']} (" in line
     line = out.split("iter 8: loss")[1].split("\n")[0]
     raw, eff = 4 * sum([8, 8, 12, 12, 12, 16, 16, 16]), 360  # as the clock tests count them
     assert line.endswith(f", seqlen 16, keep 16, {100 * (1 - eff / (8 * 64)):.1f}% fewer effective tokens")
@@ -399,10 +399,10 @@ def test_resume_with_no_flags_and_extend_a_curriculum_ltd_run(corpus, tmp_path, 
     first = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=6", "--eval_interval=100",
                     "--cl_metric=vocab_rarity", "--cl_min=20", "--seqlen=truncate", "--seqlen_min=8",
                     "--seqlen_step=4", "--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4"]
-    a = train.train(train.config.parse_args(first), train.config.given(first))
+    a = train.train(train.parse_args(first), train.given(first))
     capsys.readouterr()
     again = ["--resume", f"--out_dir={tmp_path}", "--max_iters=10"]
-    b = train.train(train.config.parse_args(again), train.config.given(again))
+    b = train.train(train.parse_args(again), train.given(again))
     out = capsys.readouterr().out
     assert f"note: resumed from {tmp_path / 'ckpt.pt'} at iter 6, " in out
     assert "resuming with max_iters 6 -> 10: only the stop moves" in out
@@ -419,7 +419,7 @@ def test_resume_without_flags_is_bit_exact_and_counts_its_own_steps(corpus, tmp_
     common = [f"--data_dir={corpus}", "--lr_decay_iters=8", "--eval_interval=100", "--dropout=0.1", *CL, *LTD]
     straight = train.train(cfg_for(corpus, tmp_path / "s", "--max_iters=8", *common))
     argv = TINY + [f"--out_dir={tmp_path / 'r'}", "--max_iters=3", *common]
-    first = train.train(train.config.parse_args(argv), train.config.given(argv))
+    first = train.train(train.parse_args(argv), train.given(argv))
     capsys.readouterr()
     train.main(["--resume", f"--out_dir={tmp_path / 'r'}", "--max_iters=8"])
     out = capsys.readouterr().out
@@ -565,7 +565,7 @@ def test_compile_with_curricula_and_ltd_compiles_a_bounded_number_of_graphs(corp
     torch._dynamo.reset()
     counters.clear()
     monkeypatch.setattr(train, "compile_model",
-                        lambda m, shapes_change: compiling.compile_model(m, shapes_change, backend="eager"))
+                        lambda m, shapes_change: model.compile_model(m, shapes_change, backend="eager"))
     args = ["--max_iters=8", "--eval_interval=3", "--save_checkpoint=false", *CL, *LTD]
     compiled = train.train(cfg_for(corpus, tmp_path / "c", "--compile", *args))
     assert "torch.compile: 3 compilations" in capsys.readouterr().out
