@@ -95,7 +95,18 @@ def scatter_tokens(x, idx, y):
 
 def ltd_block_forward(block, x, idx):
     """Run block on the kept tokens idx (B, r) of each sample of x (B, T, C); the others pass
-    through."""
+    through.
+
+    subtle: the block sees only the kept tokens, (B, r, C): positions must already be in x (added
+    before the first layer, as model.py's wpe), and whatever the block builds from its input's
+    length (a causal mask, rotary angles) is built for r, not T. Lifted into another model, pass
+    one layer's indices, (B, r): model.sample_ltd_indices gives (n_ltd, B, r), row j for the j-th
+    dropping layer.
+    """
+    if idx.dim() != 2 or idx.size(0) != x.size(0):
+        raise ValueError(f"ltd_block_forward: idx must be one layer's kept positions, (B, r) = "
+                         f"({x.size(0)}, r); got shape {tuple(idx.shape)}: for a stack "
+                         "(n_ltd, B, r) pass idx[j] to the j-th dropping layer")
     x_r = gather_tokens(x, idx)
     y_r = block(x_r)  # block sees (B, r, C)
     return scatter_tokens(x, idx, y_r)  # out (B, T, C)

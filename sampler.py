@@ -282,21 +282,25 @@ def seqlen_reshape(batch, L):
 
 
 def demo(data_dir="", block_size=128, steps=(0, 50, 150, 300, 450, 599, 1000), G=4):
-    """Batches of G ids at steps of the example config's vocab_rarity curriculum (percentile 1..100,
-    fixed_root over 600 steps), each id with its rank, below the admitted pool's size; then what
-    seqlen_truncate and seqlen_reshape make of a batch."""
-    import analyzer  # the scores come from the stage below: analyzer.py, in memory
+    """Batches of G ids at steps of the example config's curriculum (percentile 1..100, fixed_root
+    over 600 steps), each id with its rank, below the admitted pool's size; then what
+    seqlen_truncate and seqlen_reshape make of a batch. The windows are scored by a stand-in
+    metric, their number of distinct tokens, so that this file needs no analyzer.py (which
+    `python analyzer.py` shows with its real metrics): the sampler sees only the sorted index."""
     import data
 
     bin_path = os.path.join(data.corpus_dir(data_dir), "train.bin")
     windows = data.SampleWindows(bin_path, block_size)
-    index = {"vocab_rarity": analyzer.metric_index(bin_path, block_size)}
+    tokens = np.sort(windows.data[: len(windows) * block_size].reshape(-1, block_size), axis=1)
+    distinct = 1 + (np.diff(tokens, axis=1) != 0).sum(axis=1)  # (N,) distinct tokens per window
+    order = np.argsort(distinct, kind="stable")  # as analyzer.sort_index: ties by id
+    index = {"distinct": {"index_to_sample": order, "index_to_metric": distinct[order]}}
     sc = {"total_curriculum_step": 600, "difficulty_step": 1, "root_degree": 2}
     entry = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
              "schedule_type": "fixed_root", "schedule_config": sc}  # examples/ds_config_cl_ltd
-    sampler = CurriculumSampler(windows, G, {"vocab_rarity": entry}, index)
-    rank = np.argsort(index["vocab_rarity"]["index_to_sample"])  # rank[id]: 0 = the easiest
-    print(f"{bin_path}: {sampler.N:,} windows sorted by vocab_rarity (analyzer.py)")
+    sampler = CurriculumSampler(windows, G, {"distinct": entry}, index)
+    rank = np.argsort(order)  # rank[id]: 0 = the easiest
+    print(f"{bin_path}: {sampler.N:,} windows sorted by their distinct tokens (a stand-in metric)")
     print("the batch of step t draws from the pool of the easiest (N // 100) * d(t+1): the ranks "
           "0 .. pool-1")
     print(" step  d(t+1)     pool  drawn ids (their rank, 0 = the easiest)")
@@ -307,7 +311,7 @@ def demo(data_dir="", block_size=128, steps=(0, 50, 150, 300, 450, 599, 1000), G
         pool = len(sampler.pool(t))
         drawn = ", ".join(f"{i} ({rank[i]:,})" for i in ids)
         inside = "every rank < pool" if max(rank[ids]) < pool else "OUTSIDE THE POOL"
-        print(f"{t:5d}  {sampler.difficulties(t)['vocab_rarity']:6d}  {pool:7,d}  {drawn}"
+        print(f"{t:5d}  {sampler.difficulties(t)['distinct']:6d}  {pool:7,d}  {drawn}"
               f"   {inside}")
     batch = np.arange(9) + np.array([[0], [8]])  # windows 0 and 1 of tokens 0, 1, 2, ... (T = 8)
     print(f"a batch: windows 0 and 1 (T = 8) of the token stream 0, 1, 2, ...\n{batch}")

@@ -12,8 +12,9 @@ configured by the same dicts, so a DeepSpeed user can paste a `curriculum_metric
                     d = max(d, ceil(min / difficulty_step) * difficulty_step)
                     d = min(d, max)
     fixed_discrete: d = difficulty[i] for the first i with t <= max_step[i], else difficulty[-1]
-    custom:         d = fn(t), fn a function of PACING named by schedule_config["pacing"]
-                    (--cl_schedule=custom --cl_pacing=NAME), or any callable passed in
+    custom:         a shape of PACING named by schedule_config["pacing"] (--cl_schedule=custom
+                    --cl_pacing=NAME): d = floor(min + (max - min) * shape(min(t / T, 1))),
+                    then rounded and clamped as fixed_root; or d = fn(t), any callable passed in
     all:            once d reaches max it stays
                     (DeepSpeed's update_difficulty, what its sampler asks)
     random-LTD:     r = floor(min + (max - min) * (t / require_steps) ** (1 / k))
@@ -24,7 +25,8 @@ But:
 - functions of the step: nothing to checkpoint, resume needs only the step (the step where a
   falling schedule reached max is found again, and remembered);
 - the lower clamp keeps d >= min (older DeepSpeed returned values below min_difficulty);
-- the dicts are checked once, where they enter (config.py): here are only the formulas.
+- the dicts are checked once, where they enter (services/ds_config.py): here are only the
+  formulas.
 """
 
 import math
@@ -35,31 +37,38 @@ def root_schedule(t, lo, hi, total, step, degree):
 
     lo=1, hi=100, total=100, step=1, degree=2: t=25 -> floor(0.5 * 99 + 1) = 50
     """
-    # floor(min + (max-min) * (t/T)^(1/k))
-    d = math.floor((float(t) / total) ** (1.0 / degree) * (hi - lo) + lo)
+    d = math.floor((float(t) / total) ** (1.0 / degree) * (hi - lo) + lo)  # min+(max-min)(t/T)^(1/k)
+    return quantize(d, lo, hi, step)
+
+
+def quantize(d, lo, hi, step):
+    """d rounded down to a multiple of difficulty_step, then clamped: never below min (rounded up
+    to the step), never above max. d=57, lo=1, hi=100, step=10 -> 50; d=3 -> 10; d=104 -> 100"""
     d -= d % step  # round down to a multiple of difficulty_step
     d = max(d, math.ceil(lo / step) * step)  # never below min (rounded up to the step)
     return min(d, hi)
 
 
-def smoothstep_schedule(t, lo, hi, total, step):
-    """Slow, then fast, then slow again (a cubic); rounded and clamped as fixed_root.
+def smoothstep(x):
+    """Slow, then fast, then slow again: 3x^2 - 2x^3 of x = t / T in [0, 1].
 
-    lo=1, hi=101, total=100, step=1: t=25 -> x=0.25 -> floor(1 + 100 * 0.15625) = 16; t=50 -> 51
+    x=0.25 -> 0.15625, so 1..101 over 100 steps gives t=25 -> floor(1 + 100 * 0.15625) = 16.
     """
-    x = min(t / total, 1.0)
-    # floor(min + (max-min) * (3x^2 - 2x^3)), x = t/T up to 1
-    d = math.floor(lo + (hi - lo) * (3 * x**2 - 2 * x**3))
-    d -= d % step
-    d = max(d, math.ceil(lo / step) * step)
-    return min(d, hi)
+    return 3 * x**2 - 2 * x**3
 
 
-# custom pacing functions by name (schedule_type "custom", schedule_config "pacing"), each
-# fn(t, min_difficulty, max_difficulty, total_curriculum_step, difficulty_step) -> d; add yours.
+# custom pacings by name (schedule_type "custom", schedule_config "pacing"): each is only its
+# shape, fn(x) -> how far from min to max (0..1) at x = t / total_curriculum_step (0..1); the
+# scheduler scales, floors, rounds to difficulty_step and clamps it, as fixed_root. Add yours.
 # subtle: hold-at-max applies to them too: a falling or cyclic fn stays at max_difficulty from the
 # first step it reaches it; a cycle meant to repeat must peak below max_difficulty.
-PACING = {"smoothstep": smoothstep_schedule}
+PACING = {"smoothstep": smoothstep}
+
+# the schedule_config keys each schedule_type reads (custom: a PACING name, unless fn is given)
+NEEDS = {"fixed_linear": ("total_curriculum_step", "difficulty_step"),
+         "fixed_discrete": ("difficulty", "max_step"),
+         "fixed_root": ("total_curriculum_step", "difficulty_step", "root_degree"),
+         "custom": ("pacing", "total_curriculum_step", "difficulty_step")}  # a PACING name
 
 
 class CurriculumScheduler:
@@ -77,6 +86,11 @@ class CurriculumScheduler:
         # steps searched for the max (a cache: see below)
         self._searched = 0
         self._held = None
+        kind = config.get("schedule_type")
+        missing = [k for k in NEEDS.get(kind, ()) if k not in self.schedule_config]
+        if missing and not self.fn:  # subtle: lifted alone, a bare KeyError would come later
+            raise ValueError(f"{kind} schedule_config is missing {', '.join(missing)}; add "
+                             f"{'it' if len(missing) == 1 else 'them'} (as DeepSpeed's entry has)")
         named = self.schedule_config.get("pacing") in PACING
         assert config["schedule_type"] != "custom" or callable(self.fn) or named, (
             "a custom schedule needs a PACING name or fn=callable(step)"
@@ -105,11 +119,11 @@ class CurriculumScheduler:
         kind = self.config["schedule_type"]
         if kind == "custom" and self.fn:
             return self.fn(step)
-        if kind == "custom":  # a named function of PACING
+        if kind == "custom":  # a named shape of PACING, scaled and rounded as fixed_root
             sc = self.schedule_config
-            return PACING[sc["pacing"]](step, self.config["min_difficulty"],
-                                        self.config["max_difficulty"],
-                                        sc["total_curriculum_step"], sc["difficulty_step"])
+            lo, hi = self.config["min_difficulty"], self.config["max_difficulty"]
+            shape = PACING[sc["pacing"]](min(step / sc["total_curriculum_step"], 1.0))
+            return quantize(math.floor(shape * (hi - lo) + lo), lo, hi, sc["difficulty_step"])
         if kind == "fixed_discrete":
             stages = self.schedule_config
             for d, last in zip(stages["difficulty"], stages["max_step"]):  # the first not yet over
@@ -167,10 +181,8 @@ class RandomLTDScheduler:
 
 def demo(max_iters=1500, steps=(1, 25, 50, 100, 150, 200, 300, 400, 500, 600, 750, 900, 1500)):
     """d(t) of each schedule type and random-LTD's r(t) as train.py's flags set them for a run of
-    max_iters steps (config.from_flags: difficulty 1..100 over 40% of it, root degree 2, kept
+    max_iters steps (ds_config.from_flags: difficulty 1..100 over 40% of it, root degree 2, kept
     length 32..128 over 60%); the fixed_discrete stages are an example."""
-    from support.demos import table  # text layout only
-
     T = int(0.4 * max_iters)  # total_curriculum_step
     root = {"total_curriculum_step": T, "difficulty_step": 1, "root_degree": 2}
     discrete = {"difficulty": [10, 50, 100], "max_step": [T // 3, 2 * T // 3]}
@@ -187,7 +199,10 @@ def demo(max_iters=1500, steps=(1, 25, 50, 100, 150, 200, 300, 400, 500, 600, 75
           f"root_degree 2;\n      fixed_discrete: {discrete['difficulty']} until steps "
           f"{discrete['max_step']})\nr(t): random-LTD kept length 32..128 of T = 128 over "
           f"require_steps {int(0.6 * max_iters)}, seq_per_step 8")
-    table(["step t", *kinds, "r(t)"], rows)
+    cells = [["step t", *kinds, "r(t)"]] + [[f"{v:,}" for v in row] for row in rows]
+    widths = [max(len(row[j]) for row in cells) for j in range(len(cells[0]))]
+    for row in cells:  # right-aligned columns
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
     print("the batch of step t uses d(t+1) (DeepSpeed's sampler); random-LTD uses r(t)")
     print("rebuild fixed_root yourself: exercise 4 in exercises/scheduler.py, then\n"
           "    python -m pytest tests/test_exercises.py --mine -k ex04")

@@ -30,7 +30,7 @@ from dataclasses import fields
 
 from analyzer import METRICS
 from sampler import SEQLEN_METRICS
-from scheduler import PACING, RandomLTDScheduler
+from scheduler import NEEDS, PACING, RandomLTDScheduler
 from support.launch import int_list
 
 ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpeed's names -> ours
@@ -88,10 +88,7 @@ IGNORED = {
     "managed_gradient_accumulation", "memory_breakdown", "nebula", "steps_per_print",
     "tensorboard", "timers", "use_data_before_expert_parallelism", "vocabulary_size",
     "wall_clock_breakdown", "wandb"}
-NEEDS = {"fixed_linear": ("total_curriculum_step", "difficulty_step"),
-         "fixed_discrete": ("difficulty", "max_step"),
-         "fixed_root": ("total_curriculum_step", "difficulty_step", "root_degree"),
-         "custom": ("pacing", "total_curriculum_step", "difficulty_step")}  # a PACING name
+
 
 
 def load(path):

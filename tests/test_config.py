@@ -10,6 +10,7 @@ from dataclasses import fields
 
 import pytest
 
+import scheduler
 import train
 from services import ds_config
 from support import launch
@@ -64,7 +65,7 @@ def test_every_option_parses_as_the_type_it_declares():
     (["--dropout=1"], "--dropout=1.0 must be below 1"),
     (["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete"], "needs --cl_discrete_difficulty"),
     (["--cl_metric=vocab_rarity", "--cl_schedule=custom"], "--cl_schedule=custom needs --cl_pacing=NAME, "
-                                                           "one of smoothstep"),
+                                                           f"one of {', '.join(scheduler.PACING)}"),
     (["--nope=1"], "unknown option: --nope=1; see train.py --help"),
     (["--batch_size=abc"], "--batch_size: invalid int value: .abc."),
 ])

@@ -1,20 +1,25 @@
-"""The house: imports run one way. data.py at the bottom of the concept files, then analyzer.py,
-scheduler.py and random_ltd.py, then sampler.py and model.py; support/ below them all (it imports
-no concept file), services/ and autoscale/ above them, config.py, train.py, experiments/ and
-exercises/ on top. Every import counts, a lazy one inside a function too.
+"""The house: the concept files stand alone, imports run one way, few floors.
 
-Catches: a concept file importing a service (the demos' old circle: analyzer.py -> support/demos.py
--> support/index.py -> analyzer.py), a helper importing a concept file (support/checks.py ->
-scheduler.PACING), a concept file importing one at its own level or above."""
+The concept files (data, analyzer, scheduler, random_ltd, sampler, model) import only the standard
+library, numpy, torch, tqdm and each other, at the top and inside functions (their demos too), so
+each can be copied into another project with the concept files it imports. support/ (plumbing that
+imports no concept file), services/ and autoscale/ (built on the concept files), train.py,
+experiments/, exercises/ and the entry points stand above them. Every import counts, a lazy one too.
+
+Catches: a concept file importing a helper (analyzer.py -> support/pool.py), a helper importing a
+concept file (support/checks.py -> scheduler.PACING), a circle, a folder that adds a floor, a
+train.py that imports its way through the house."""
 
 import ast
 import glob
 import os
-
-import pytest
+import shutil
+import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LEVEL = {"data": 0, "analyzer": 1, "scheduler": 1, "random_ltd": 1, "sampler": 2, "model": 2}
+CONCEPTS = ("data", "analyzer", "scheduler", "random_ltd", "sampler", "model")
+ALLOWED = set(sys.stdlib_module_names) | {"numpy", "torch", "tqdm"}
 
 
 def modules():
@@ -23,53 +28,80 @@ def modules():
     names = {}
     for path in paths:
         rel = os.path.relpath(path, ROOT)
-        if rel.startswith("tests") or rel.endswith("__init__.py"):
-            continue
-        names[rel[:-3].replace(os.sep, ".")] = path
+        if not rel.startswith("tests"):
+            names[rel[:-3].replace(os.sep, ".").removesuffix(".__init__")] = path
     return names
 
 
-def imports(path, known):
-    """The project modules path imports anywhere in it (lazy ones included): 'from support import
-    demos' -> support.demos; 'import analyzer' -> analyzer."""
+def imports(path):
+    """Every module path imports anywhere in it (lazy ones included): 'from support import
+    launch' -> support, support.launch."""
     found = set()
     for node in ast.walk(ast.parse(open(path).read())):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
-    return {m for m in found if m in known}
+    return found
 
 
-def test_imports_run_one_way():
+def node(module):
+    """A top-level file or folder: support.launch -> support."""
+    return module.split(".")[0]
+
+
+def test_concept_files_import_only_the_standard_library_numpy_torch_tqdm_and_each_other():
     known = modules()
-    graph = {m: imports(p, known) for m, p in known.items()}
-    bad = []
-    for m, targets in graph.items():
-        folder = m.split(".")[0] if "." in m else None
-        for t in targets:
-            t_folder = t.split(".")[0] if "." in t else None
-            if m in LEVEL:  # a concept file: concept files below it, and helpers
-                ok = (t in LEVEL and LEVEL[t] < LEVEL[m]) or t_folder == "support"
-            elif folder == "support":  # a helper: other helpers only
-                ok = t_folder == "support"
-            elif folder in ("services", "autoscale"):  # above the concept files, below config
-                ok = t in LEVEL or t_folder in ("support", "services", "autoscale")
-            else:
-                ok = True  # config.py, train.py, experiments/, exercises/, the entry points
-            if not ok:
-                bad.append(f"{m} -> {t}")
+    bad = [f"{c} -> {m}" for c in CONCEPTS for m in imports(known[c])
+           if node(m) not in ALLOWED and node(m) not in CONCEPTS]
     assert bad == []
-    assert "scheduler" in graph["sampler"] and "analyzer" in graph["sampler"]  # the demo's scores
-    assert graph["support.demos"] == set()  # text layout only
 
 
-@pytest.mark.parametrize("folder", ["support", "services"])
-def test_each_folder_stands_on_one_side_of_the_concept_files(folder):
-    """support/ imports no concept file at all; services/ imports at least one (or it belongs in
-    support/)."""
+def test_the_import_graph_has_at_most_six_floors_no_circle_and_support_below_the_concepts():
     known = modules()
+    graph = {}
     for m, path in known.items():
-        if m.startswith(folder + "."):
-            concept = imports(path, known) & set(LEVEL)
-            assert bool(concept) == (folder == "services"), (m, concept)
+        targets = {node(t) for t in imports(path) if t in known or node(t) in known}
+        graph.setdefault(node(m), set()).update(targets - {node(m)})
+    for m in glob.glob(os.path.join(ROOT, "support", "*.py")):  # plumbing: no concept file
+        assert not {node(t) for t in imports(m)} & set(CONCEPTS), m
+    floor, visiting = {}, []
+
+    def height(n):
+        assert n not in visiting, f"a circle: {' -> '.join(visiting + [n])}"
+        if n not in floor:
+            visiting.append(n)
+            floor[n] = 1 + max((height(t) for t in graph[n]), default=0)
+            visiting.pop()
+        return floor[n]
+
+    assert max(height(n) for n in graph) <= 6, sorted(floor.items(), key=lambda kv: -kv[1])
+    assert floor["train"] <= 4  # the entry points and experiments/ stand on it
+
+
+def test_train_py_imports_at_most_eight_project_modules():
+    known = modules()
+    mine = {t for t in imports(known["train"]) if t in known and t not in ("support", "services")}
+    assert len(mine) <= 8, sorted(mine)
+
+
+def test_each_concept_file_copied_with_what_it_imports_runs_alone(tmp_path):
+    """Copied into an empty directory with the concept files it imports: it imports, and the
+    scheduler's and random-LTD's demos run there."""
+    known = modules()
+    for c in CONCEPTS:
+        here = tmp_path / c
+        here.mkdir()
+        todo, copied = [c], set()
+        while todo:
+            m = todo.pop()
+            copied.add(m)
+            shutil.copy(known[m], here / f"{m}.py")
+            todo += [t for t in imports(known[m]) if t in CONCEPTS and t not in copied]
+        r = subprocess.run([sys.executable, "-c", f"import {c}"], cwd=here, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, (c, r.stderr[-500:])
+    for c, shows in (("scheduler", "fixed_root"), ("random_ltd", "token-layers")):
+        r = subprocess.run([sys.executable, f"{c}.py"], cwd=tmp_path / c, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0 and shows in r.stdout, (c, r.stderr[-500:])

@@ -240,3 +240,10 @@ def test_compiled_equals_eager_values_and_gradients():
             assert torch.allclose(g1, g2, atol=1e-6, rtol=1e-4)
         model.zero_grad()
     assert compile_count() == 1  # symbolic T and r: the second shape reused the first graph
+
+
+def test_a_stack_of_per_layer_indices_is_one_line_naming_the_fix():
+    """Lifted into another model: sample_ltd_indices gives (n_ltd, B, r); one layer takes (B, r)."""
+    x, idx = torch.randn(2, 8, 4), torch.zeros(3, 2, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"got shape \(3, 2, 4\): for a stack \(n_ltd, B, r\) pass idx\[j\]"):
+        random_ltd.ltd_block_forward(lambda h: h, x, idx)

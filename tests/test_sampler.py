@@ -164,6 +164,21 @@ def test_an_empty_pool_is_one_line_with_the_metric_range():
         s.global_ids(0)
 
 
+def test_a_percentile_max_above_the_windows_names_that_max_as_the_fix():
+    """N = 200 windows, max_difficulty 500: N // max = 0 admits nothing below max; raising
+    min_difficulty would not help, a max of at most N does."""
+    m, index = metric_index(0)
+    s = CurriculumSampler(Windows(), 16, {"a": custom("percentile", lambda u: 20, 500)}, {"a": index})
+    with pytest.raises(ValueError, match=r"lower a's max_difficulty 500 to at most the 200 windows"):
+        s.global_ids(0)
+
+
+def test_lifted_alone_an_incomplete_entry_is_one_line_not_a_key_error():
+    entry = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
+             "schedule_type": "fixed_root", "schedule_config": {"total_curriculum_step": 10}}
+    with pytest.raises(ValueError, match="fixed_root schedule_config is missing difficulty_step, root_degree; add them"):
+        CurriculumSampler(Windows(), 16, {"a": entry}, {"a": metric_index(0)[1]})
+
 def test_falling_schedule_drops_samples_from_the_pass():
     s, m, _ = make(kind="value", fn=lambda u: 40 if u <= 2 else 10, G=8, metric_seed=3)
     for t in range(6):

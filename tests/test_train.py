@@ -670,13 +670,14 @@ def test_a_custom_pacing_trains_and_resumes_by_name(corpus, tmp_path, capsys):
 
 
 def test_a_resume_whose_custom_pacing_is_gone_is_one_line(corpus, tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(scheduler.PACING, "mine", lambda t, lo, hi, total, step: hi)
+    monkeypatch.setitem(scheduler.PACING, "mine", lambda x: 1.0)
     argv = TINY + [f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--eval_interval=2",
                    "--cl_metric=vocab_rarity", "--cl_schedule=custom", "--cl_pacing=mine"]
     train.main(argv)
     monkeypatch.delitem(scheduler.PACING, "mine")
     line = main_error(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=3")
-    assert line.endswith("custom pacing 'mine' unknown; known: smoothstep (add yours to scheduler.PACING)")
+    assert line.endswith(f"custom pacing 'mine' unknown; known: {', '.join(scheduler.PACING)} (add yours to "
+                         "scheduler.PACING)")
 
 
 def test_device_auto_without_a_gpu_says_so_for_a_gpu_sized_model(corpus, tmp_path, capsys, monkeypatch):
