@@ -276,6 +276,7 @@ def test_each_demo_ends_with_the_exercises_that_rebuild_it(name, numbers, demo_c
     assert selected == [f"test_ex{n:02d}" for n in numbers]
 
 
+@pytest.mark.slow
 def test_scheduler_and_random_ltd_demos_run_as_commands():
     """No data needed: the real commands, in a fresh process, one torch thread."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -175,6 +175,7 @@ def test_layer_tokens_worked_example():
 # torch.compile: no graph break, a bounded number of graphs, the same numbers as eager
 
 
+@pytest.mark.slow
 def test_compiled_forward_has_no_graph_break():
     torch._dynamo.reset()
     model, b = tiny(n_layer=3, T=32), batch(B=2, T=24)
@@ -183,6 +184,7 @@ def test_compiled_forward_has_no_graph_break():
     assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
 
 
+@pytest.mark.slow
 def test_compilations_stay_bounded_while_seqlen_and_kept_length_change():
     """T and r rising on their schedules, dense steps once r reaches T, eval every step: 3 graphs, not one per shape."""
     torch._dynamo.reset()
@@ -203,6 +205,7 @@ def test_compilations_stay_bounded_while_seqlen_and_kept_length_change():
     assert seen == [2, 3] + [3] * 8, seen  # train LTD + eval, then train dense; no new shape compiled anything
 
 
+@pytest.mark.slow
 def test_no_duck_sizing_is_scoped_to_the_compiled_model():
     """compile_model traces with distinct symbols for equal sizes (B = r = 4 at the first step, then
     r = 8 reuses the graph), but leaves the process-wide flag as it was for every other compile."""

@@ -61,6 +61,7 @@ def record_forward(monkeypatch):
     return seen
 
 
+@pytest.mark.slow
 def test_cli_smoke_run(corpus, tmp_path):
     r = run("train.py", *TINY[:-1], f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=4",
             "--eval_interval=2", "--sample_tokens=20", "--threads=1")
@@ -325,6 +326,7 @@ def test_curriculum_admits_only_easy_samples(corpus, tmp_path, monkeypatch):
         assert set(ids.tolist()) <= admitted, f"step {step}: a sample outside the easiest {d}%"
 
 
+@pytest.mark.slow
 def test_deepspeed_config_accepted_unchanged(corpus, tmp_path):
     r = run("train.py", "--config=examples/ds_config_cl_ltd.json", f"--data_dir={corpus}", f"--out_dir={tmp_path}",
             "--block_size=128", "--n_layer=4", "--n_head=2", "--n_embd=32", "--max_iters=3", "--log_interval=1",
@@ -557,6 +559,7 @@ def test_disk_full_while_checkpointing(corpus, tmp_path, capsys, monkeypatch):
     assert os.listdir(tmp_path) == []  # no half-written checkpoint, no lock
 
 
+@pytest.mark.slow
 def test_compile_with_curricula_and_ltd_compiles_a_bounded_number_of_graphs(corpus, tmp_path, monkeypatch, capsys):
     """--compile while s and r change on their schedules: no graph break, 3 graphs (train LTD, eval, train dense),
     the compilation count printed, and the same losses as eager (dynamo's eager backend: guards, graphs, no codegen)."""
@@ -600,6 +603,7 @@ def test_resuming_a_run_that_reached_its_budget_says_so_and_saves_nothing(corpus
     assert os.stat(tmp_path / "ckpt.pt").st_mtime_ns == before
 
 
+@pytest.mark.slow
 def test_resume_keeps_the_threads_of_the_run_or_the_ones_given(corpus, tmp_path, capsys):
     threads = torch.get_num_threads()
     try:
@@ -680,6 +684,7 @@ def test_a_resume_whose_custom_pacing_is_gone_is_one_line(corpus, tmp_path, caps
                          "scheduler.PACING)")
 
 
+@pytest.mark.slow
 def test_device_auto_without_a_gpu_says_so_for_a_gpu_sized_model(corpus, tmp_path, capsys, monkeypatch):
     """The README's GPU command on a machine without one fell back to the CPU without a word."""
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
@@ -693,6 +698,7 @@ def test_device_auto_without_a_gpu_says_so_for_a_gpu_sized_model(corpus, tmp_pat
     assert "found no GPU" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_summary_says_how_many_passes_over_the_train_split_the_run_makes(corpus, tmp_path, capsys):
     """The default 1500 steps made 2.7 passes over a small train split without a word."""
     n = len(data.SampleWindows(os.path.join(corpus, "train.bin"), 16))
