@@ -45,7 +45,7 @@ from sampler import SEQLEN_METRICS, CurriculumSampler
 from services import ds_config
 from services.index import ensure_index, load_index
 from support import checkpoint, launch
-from support.launch import given, int_list, opt, parse
+from support.launch import given, opt, parse
 
 # -----------------------------------------------------------------------------
 # the settings: every option, its --help beside it
@@ -147,8 +147,7 @@ def parse_args(argv):
         raise ValueError(f"--dropout={cfg.dropout} must be below 1")
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ValueError(f"--device={cfg.device} unknown; use auto, cpu, cuda or cuda:N")
-    int_list("ltd_layers", cfg.ltd_layers)
-    ds_config.check_flags(cfg)  # the cl_ flags, as the scheduler will read them
+    ds_config.check_flags(cfg)  # the cl_ and ltd_ flags, as the scheduler and model read them
     return cfg
 
 

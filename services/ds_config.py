@@ -31,7 +31,6 @@ from dataclasses import fields
 from analyzer import METRICS
 from sampler import SEQLEN_METRICS
 from scheduler import NEEDS, PACING, RandomLTDScheduler
-from support.launch import int_list
 
 ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpeed's names -> ours
 
@@ -410,7 +409,9 @@ def from_flags(cfg, global_batch_size):
 
 
 def check_flags(cfg):
-    """The cl_ flags that need a concept file's names or a list, checked where they enter."""
+    """The cl_ and ltd_ flags that need a concept file's names or a list, checked where they
+    enter."""
+    int_list("ltd_layers", cfg.ltd_layers)
     if cfg.cl_schedule == "fixed_discrete" and cfg.cl_metric and not cfg.cl_discrete_difficulty:
         raise ValueError("--cl_schedule=fixed_discrete needs --cl_discrete_difficulty=d1,d2,... "
                          "and --cl_discrete_max_step=s1,...")
@@ -486,6 +487,15 @@ def need(d, keys, where):
     if missing:
         what = "it" if len(missing) == 1 else "them"
         raise ValueError(f"{where} is missing {', '.join(missing)}; add {what}")
+
+
+def int_list(name, text):
+    """'1,2' -> [1, 2]; one line naming the flag otherwise."""
+    try:
+        return [int(x) for x in text.split(",")] if text else []
+    except ValueError:
+        raise ValueError(f"--{name}={text} must be comma-separated integers, "
+                         f"e.g. --{name}=1,2") from None
 
 
 def whole(x):

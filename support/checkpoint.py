@@ -20,7 +20,6 @@ But:
 """
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import os
@@ -29,6 +28,11 @@ from dataclasses import asdict, fields, replace
 
 import torch
 import torch.distributed as dist
+
+try:
+    import fcntl  # Unix: a lock that dies with its holder
+except ImportError:  # Windows: the lock file's exclusive creation is the lock
+    fcntl = None
 
 from support.bins import scan_bins
 from support.files import atomic_write
@@ -198,17 +202,11 @@ def run_dir(cfg):
         d = os.path.dirname(d)
     os.makedirs(cfg.out_dir, exist_ok=True)
     lock = os.path.join(cfg.out_dir, ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    locked = False
+    fd = take_lock(lock)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            # subtle: not a file its holder removed
-            locked = os.fstat(fd).st_ino == os.stat(lock).st_ino
-        except (BlockingIOError, FileNotFoundError):
-            pass
-        if not locked:
-            raise ValueError(f"another trainer is running in --out_dir={cfg.out_dir}; "
+        if fd is None:
+            crashed = "" if fcntl else f" (if none is, a crashed run left {lock}: remove it)"
+            raise ValueError(f"another trainer is running in --out_dir={cfg.out_dir}{crashed}; "
                              "wait for it or pick another --out_dir")
         if (not cfg.resume and not cfg.overwrite and cfg.save_checkpoint
                 and os.path.exists(os.path.join(cfg.out_dir, "ckpt.pt"))):
@@ -216,10 +214,33 @@ def run_dir(cfg):
                              "pick another --out_dir, or replace it with --overwrite")
         yield
     finally:
-        if locked:
+        if fd is not None and fcntl:
             os.remove(lock)  # while still holding it: a trainer waiting on this file gets nothing
-        os.close(fd)
+            os.close(fd)
+        elif fd is not None:
+            os.close(fd)  # subtle: Windows removes no open file
+            os.remove(lock)
         for d in made:
             if os.listdir(d):
                 break
             os.rmdir(d)
+
+
+def take_lock(path):
+    """-> the descriptor of the lock file at path, now held, or None if another trainer holds it.
+    With fcntl (Unix) the lock dies with its holder; without it (Windows) creating the file
+    exclusively is the lock, and a run that crashed leaves it behind."""
+    if fcntl is None:
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return None
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino == os.stat(path).st_ino:  # subtle: not a file its holder removed
+            return fd
+    except (BlockingIOError, FileNotFoundError):
+        pass
+    os.close(fd)
+    return None

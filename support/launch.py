@@ -89,14 +89,6 @@ def given(argv):
     return {a[2:].partition("=")[0] for a in argv if a.startswith("--")}
 
 
-def int_list(name, text):
-    """'1,2' -> [1, 2]; one line naming the flag otherwise."""
-    try:
-        return [int(x) for x in text.split(",")] if text else []
-    except ValueError:
-        raise ValueError(f"--{name}={text} must be comma-separated integers, "
-                         f"e.g. --{name}=1,2") from None
-
 
 # -----------------------------------------------------------------------------
 # the process
