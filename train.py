@@ -50,8 +50,8 @@ from sampler import SEQLEN_METRICS, CurriculumSampler
 from scheduler import RandomLTDScheduler
 from services import report
 from services.index import ensure_index, load_index
-from support import checkpoint, launch, prepare
-from support.bins import scan_bins
+from services.bins import recorded_scan
+from support import checkpoint, launch
 from support.compiling import compile_count, compile_model
 from support.launch import print0
 
@@ -105,12 +105,14 @@ def setup_data(cfg, rank, local_rank, world_size, notes, saved):
         accum = G // (cfg.batch_size * world_size)
         metrics, ltd = config.data_efficiency(cfg, G, analyzer.METRICS, notes, accum)
     launch.on_each_filesystem(  # the default corpus prepared, a nanoGPT directory's hash recorded
-        lambda: data.load_meta(prepare.corpus_dir(cfg.data_dir), cfg.vocab_size or None),
+        lambda: data.load_meta(data.corpus_dir(cfg.data_dir), cfg.vocab_size or None,
+                               recorded_scan),
         rank, local_rank)
-    data_dir = prepare.corpus_dir(cfg.data_dir, prepare_default=False)
-    train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
+    data_dir = data.corpus_dir(cfg.data_dir, prepare_default=False)
+    train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None,
+                                                  recorded_scan)
     if "fingerprint" not in meta:  # a meta.json older than fingerprints
-        meta["fingerprint"] = scan_bins(data_dir)["fingerprint"]
+        meta["fingerprint"] = data.scan_bins(data_dir)["fingerprint"]
     if saved:  # subtle: another corpus is refused before an index is built for it
         checkpoint.check_corpus(saved, meta["fingerprint"], os.path.join(cfg.out_dir, "ckpt.pt"))
     names = [n for n in metrics if n not in SEQLEN_METRICS]  # admission metrics: an index each

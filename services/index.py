@@ -1,12 +1,14 @@
 """
-The curriculum index's cache: analyzer.py's index, built once and rebuilt whenever it is stale.
+The curriculum index on disk: analyzer.py's passes over a 2B-token train.bin in worker processes,
+with progress lines, the three arrays saved, and info.json beside them; rebuilt whenever stale.
 
     python -m services.index --metrics=vocab_rarity  # build or check an index before training
 
 One index per block size and per version of each metric, so runs with different ones do not evict
-each other's (analyzer.py's layout below each):
+each other's:
 
     <index_dir>/T<block_size>-<first 12 hex digits of the metric's code>/<metric>/
+        sample_to_metric.npy, index_to_sample.npy, index_to_metric.npy, info.json
 
 info.json, written last beside a metric's three .npy files, records what was analyzed: the data
 file (size and mtime), T, N and the metric's code (a sha256 of its source). An index whose
@@ -26,11 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 
 import analyzer
+import data
 from analyzer import KEYS, METRICS
 from support.cli import opt, parse
 from support.files import atomic_write
-from support.prepare import corpus_dir
-from support.progress import say, si
+from support.pool import parallel_map
+from support.progress import Progress, say, si
 
 # -----------------------------------------------------------------------------
 # what an index describes, and whether the one on disk still does
@@ -63,15 +66,17 @@ def slot(index_dir, block_size, name):
 
 
 def load_index(index_dir, block_size, names):
-    """name -> the index ensure_index built for block_size, memory-mapped."""
-    return {n: analyzer.load_index(slot(index_dir, block_size, n), n) for n in names}
+    """name -> {sample_to_metric, index_to_sample, index_to_metric} built for block_size,
+    memory-mapped."""
+    return {n: {k: np.load(os.path.join(slot(index_dir, block_size, n), n, k + ".npy"),
+                           mmap_mode="r") for k in KEYS} for n in names}
 
 
-def why_stale(index_dir, name, info):
-    """Why the index of metric `name` in index_dir cannot be used for info (describe's); None if it
-    can."""
+def why_stale(d, info):
+    """Why the index in directory d (a slot's <metric>/) cannot be used for info (describe's); None
+    if it can."""
     try:
-        with open(os.path.join(index_dir, name, "info.json")) as f:
+        with open(os.path.join(d, "info.json")) as f:
             found = json.load(f)
     except FileNotFoundError:
         return "info.json is missing (a build that did not finish?)"
@@ -80,10 +85,10 @@ def why_stale(index_dir, name, info):
     if {**found, "metric_code": info["metric_code"]} != info:
         return "built for other data or another block size"
     if found.get("metric_code") != info["metric_code"]:
-        return f"built with another version of metric {name}"
+        return f"built with another version of metric {info['metric']}"
     for k in KEYS:
         try:
-            arr = np.load(os.path.join(index_dir, name, k + ".npy"), mmap_mode="r")
+            arr = np.load(os.path.join(d, k + ".npy"), mmap_mode="r")
         except FileNotFoundError:
             return f"{k}.npy is missing"
         except Exception as e:
@@ -96,50 +101,67 @@ def why_stale(index_dir, name, info):
     return None
 
 
-def forget(index_dir, name):
-    """Before a (re)build: no info.json = not a finished index, whatever a killed build leaves."""
-    path = os.path.join(index_dir, name, "info.json")
-    if os.path.exists(path):
-        os.remove(path)
-
-
-def finish(index_dir, name, info):
-    """After a build: info.json, last, says the index is whole and what it describes."""
-    atomic_write(os.path.join(index_dir, name, "info.json"), lambda f: json.dump(info, f), "w")
-
-
 # -----------------------------------------------------------------------------
 # build what is missing or stale
 
 
+def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=True, shard=None):
+    """analyzer.py's two passes over bin_path (token counts, then each metric's values) in jobs of
+    shard windows (~8M tokens) over num_workers processes, with progress; per metric the stable
+    sort, the three arrays, and info.json last (the index is whole), in its slot of index_dir."""
+    N = len(data.SampleWindows(bin_path, block_size))
+    shard = shard or max(1, (1 << 23) // (block_size + 1))  # ~8M tokens a job
+    n, step = os.path.getsize(bin_path) // 2, shard * block_size
+    jobs = [(bin_path, s, min(s + step, n)) for s in range(0, n, step)]
+    counts = np.zeros(65536, dtype=np.int64)
+    with Progress("counting tokens", n, verbose) as bar:
+        for c in parallel_map(analyzer.count_range, jobs, num_workers):  # pass 1
+            counts += c
+            bar.update(int(c.sum()))
+    neg_log_p = analyzer.unigram_neg_log_p(analyzer.unigram_counts(bin_path, counts))  # (V,)
+    values = {n: np.empty(N) for n in names}  # (N,) float64 each
+    jobs = [(bin_path, block_size, names, neg_log_p, s, min(s + shard, N))
+            for s in range(0, N, shard)]
+    with Progress(f"scoring {','.join(names)}", N * block_size, verbose) as bar:
+        for start, got in parallel_map(analyzer.score_range, jobs, num_workers):  # pass 2
+            for n, v in got.items():
+                values[n][start : start + len(v)] = v
+            bar.update(len(v) * block_size)  # tokens
+    analyzer.check_no_nan(values)  # subtle: NaN has no place in a sorted order
+    for n in names:
+        d = os.path.join(slot(index_dir, block_size, n), n)
+        os.makedirs(d, exist_ok=True)
+        if os.path.exists(os.path.join(d, "info.json")):  # no info.json: not a whole index
+            os.remove(os.path.join(d, "info.json"))
+        with Progress(f"sorting and saving {n} ({N:,} samples)", 0, verbose):
+            arrays = (values[n], *analyzer.sort_index(values.pop(n)))  # pop: free as we go
+            for k, arr in zip(KEYS, arrays):
+                atomic_write(os.path.join(d, k + ".npy"), lambda f, arr=arr: np.save(f, arr))
+        info = describe(bin_path, block_size, n, METRICS[n])
+        atomic_write(os.path.join(d, "info.json"), lambda f: json.dump(info, f), "w")
+
+
 def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbose=True):
-    """name -> {sample_to_metric, index_to_sample, index_to_metric}, building (analyzer.build_index)
-    what is missing, stale or damaged, with a one-line note why."""
+    """name -> {sample_to_metric, index_to_sample, index_to_metric}, building (build_index) what
+    is missing, stale or damaged, with a one-line note why; num_workers None: one per CPU, at most
+    one per job."""
     unknown = [n for n in names if n not in METRICS]
     if unknown:
         raise ValueError(f"unknown metric {unknown[0]!r}; known: {', '.join(METRICS)}")
-    infos = {n: describe(bin_path, block_size, n, METRICS[n]) for n in names}
-    stale = []
-    for n in names:
-        d = slot(index_dir, block_size, n)
-        why = why_stale(d, n, infos[n])
-        if why and verbose and os.path.isdir(os.path.join(d, n)):  # a first build: no note
-            print(f"index {os.path.join(d, n)}: {why}; rebuilding")
+    N = len(data.SampleWindows(bin_path, block_size))  # one line for a corpus too short
+    workers = num_workers or min(os.cpu_count() or 1, -(-N // ((1 << 23) // (block_size + 1))))
+    for n in names:  # subtle: one slot per metric (its code's), so one build each
+        d = os.path.join(slot(index_dir, block_size, n), n)
+        why = why_stale(d, describe(bin_path, block_size, n, METRICS[n]))
+        if why and verbose and os.path.isdir(d):  # a first build: no note
+            print(f"index {d}: {why}; rebuilding")
         if why:
-            stale.append(n)
-            forget(d, n)
-    if stale:
-        n_jobs = -(-infos[stale[0]]["num_samples"] // max(1, (1 << 23) // (block_size + 1)))
-        workers = num_workers or min(os.cpu_count() or 1, n_jobs)
-    for n in stale:  # subtle: one slot per metric (its code's), so one build each
-        d = slot(index_dir, block_size, n)
-        t0 = time.time()
-        analyzer.build_index(bin_path, block_size, [n], d, workers, verbose)
-        finish(d, n, infos[n])
-        dt, tokens = time.time() - t0, infos[n]["size"] // 2
-        if verbose:
-            say(f"built index {n} in {d}: {tokens:,} tokens in {dt:.1f} s "
-                f"({si(tokens / max(dt, 1e-9))} tokens/s)")
+            t0 = time.time()
+            build_index(bin_path, block_size, [n], index_dir, workers, verbose)
+            dt, tokens = time.time() - t0, os.path.getsize(bin_path) // 2
+            if verbose:
+                say(f"built index {n} in {os.path.dirname(d)}: {tokens:,} tokens in {dt:.1f} s "
+                    f"({si(tokens / max(dt, 1e-9))} tokens/s)")
     return load_index(index_dir, block_size, names)
 
 
@@ -157,7 +179,7 @@ def main(argv=None):
     try:
         argv = sys.argv[1:] if argv is None else argv
         a = parse(AnalyzeConfig, argv, "-m services.index", analyzer.__doc__.split("\n")[1])
-        data_dir = corpus_dir(a.data_dir)
+        data_dir = data.corpus_dir(a.data_dir)
         index_dir = a.index_dir or os.path.join(data_dir, "index")
         names = a.metrics.split(",")
         built = ensure_index(os.path.join(data_dir, "train.bin"), a.block_size, names, index_dir,
