@@ -191,10 +191,11 @@ def demo(data_dir="", block_size=128, k=2, metric="vocab_rarity"):
     index_to_sample, index_to_metric = index["index_to_sample"], index["index_to_metric"]
     print(f"{bin_path}: {N:,} windows of {block_size}+1 tokens, each scored by")
     if metric == "vocab_rarity":
-        print("vocab_rarity = sum of -ln p(u) over its tokens u, p(u) from the train split's counts")
-    else:
-        doc = METRICS[metric].__doc__ or f"analyzer.METRICS[{metric!r}], a function without a docstring"
-        print(f"{metric}: {doc.strip().splitlines()[0]}")
+        print("vocab_rarity = sum of -ln p(u) over its tokens u, p(u) from the train split's "
+              "counts")
+    else:  # a metric's docstring says what it is
+        about = (METRICS[metric].__doc__ or "a function of analyzer.METRICS").strip()
+        print(f"{metric}: {about.splitlines()[0]}")
     shown = (("easiest", range(k)), ("median", [N // 2]), ("hardest", range(N - 1, N - 1 - k, -1)))
     for name, ranks in shown:
         for rank in ranks:

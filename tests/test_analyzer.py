@@ -72,23 +72,19 @@ def test_worked_examples_of_the_metrics():
     assert scores[0] < 0.5 < 1 < scores[1]  # repeated prose is easy, random bytes hard
 
 
-def test_sorted_index_consistent(corpus, tmp_path):
-    idx = ensure(corpus[0], 8, ["num_docs"], tmp_path / "index", verbose=False)["num_docs"]
-    s2m, i2s, i2m = (np.asarray(idx[k]) for k in analyzer.KEYS)
-    assert sorted(i2s.tolist()) == list(range(len(s2m)))  # a permutation
-    assert np.array_equal(i2m, s2m[i2s]) and (np.diff(i2m) >= 0).all()
-    assert (np.diff(i2s)[np.diff(i2m) == 0] > 0).all()  # equal metrics keep id order (stable)
-    assert analyzer.sort_index(np.array([5.0, 1.0, 3.0]))[0].tolist() == [1, 2, 0]
-
-
 def test_one_and_several_workers_agree_and_count_as_one_pass(corpus, tmp_path):
-    """21 jobs of 100 windows (400 tokens) in 1 or 3 processes: the same arrays; the counts equal one pass's."""
+    """21 jobs of 100 windows (400 tokens) in 1 or 3 processes: the same arrays, sorted stably; the counts equal one
+    pass's."""
     path, tokens = corpus
     names = ["vocab_rarity", "num_docs"]
     for d, workers in (("a", 1), ("b", 3)):
         index_cache.build_index(path, 4, names, str(tmp_path / d), num_workers=workers, shard=100, verbose=False)
     a, b = (index_cache.load_index(str(tmp_path / d), 4, names) for d in "ab")
     assert all(np.array_equal(a[n][k], b[n][k]) for n in names for k in analyzer.KEYS)
+    s2m, i2s, i2m = (np.asarray(a["num_docs"][k]) for k in analyzer.KEYS)  # many ties
+    assert sorted(i2s.tolist()) == list(range(len(s2m))) and np.array_equal(i2m, s2m[i2s])  # a permutation
+    assert (np.diff(i2m) >= 0).all() and (np.diff(i2s)[np.diff(i2m) == 0] > 0).all()  # ties keep id order (stable)
+    assert analyzer.sort_index(np.array([5.0, 1.0, 3.0]))[0].tolist() == [1, 2, 0]
     np.testing.assert_allclose(a["vocab_rarity"]["sample_to_metric"], analyzer.metric_index(path, 4)["sample_to_metric"])
     assert np.array_equal(analyzer.unigram_counts(path), np.bincount(tokens))  # 257 ids: max id + 1, no meta.json
     json.dump({"vocab_size": 300}, open(tmp_path / "meta.json", "w"))
@@ -99,11 +95,14 @@ def test_one_and_several_workers_agree_and_count_as_one_pass(corpus, tmp_path):
 
 def test_stale_index_rebuilt_and_one_kept_per_block_size(corpus, tmp_path, capsys):
     """Alternating two block sizes rebuilt the index each time (one index per metric evicted the
-    other's); now each block size has its own, and other data is still rebuilt with a note."""
+    other's); now each block size has its own, and other data is still rebuilt with a note. A build says
+    its time and rate."""
     path, tokens = corpus
     d = tmp_path / "index"
     first = np.asarray(ensure(path, 16, ["vocab_rarity"], d)["vocab_rarity"]["sample_to_metric"])
-    capsys.readouterr()
+    built = re.escape(index_cache.slot(str(d), 16, "vocab_rarity"))  # a first build: no note, one line
+    assert re.fullmatch(rf"built index vocab_rarity in {built}: 8,001 tokens in [\d.]+ s \([\d.]+\w? tokens/s\)\n",
+                        capsys.readouterr().out)
     ensure(path, 16, ["vocab_rarity"], d)
     assert "built" not in capsys.readouterr().out  # fresh: loaded as it is
     other = ensure(path, 32, ["vocab_rarity"], d)["vocab_rarity"]  # another block size
@@ -148,20 +147,8 @@ def test_a_changed_metric_function_gets_its_own_index(corpus, tmp_path, capsys, 
     assert index_cache.metric_code(typed["first"]) != index_cache.metric_code(typed["last"])
 
 
-def test_unknown_metric_and_cli_errors(corpus, tmp_path):
-    known = ", ".join(analyzer.METRICS)
-    with pytest.raises(ValueError, match=f"unknown metric 'perplexity'; known: {known}$"):
-        ensure(corpus[0], 16, ["perplexity"], tmp_path / "i")
-    cli = [sys.executable, "-m", "services.index", f"--data_dir={tmp_path}"]
-    for flag, want in (("--metrics=nope", "unknown metric 'nope'"), ("--block_size=100000", "fewer than block_size+1")):
-        r = subprocess.run(cli + [flag], capture_output=True, text=True, cwd=ROOT)
-        assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and want in r.stderr
-    assert not os.path.exists(tmp_path / "index")
-
-
-def _damage(d, target, how):
-    """Spoil one file of the index in d (how: truncate, garbage, empty, delete, keys, float32, int32)."""
-    path = os.path.join(d, target if target == "info.json" else target + ".npy")
+def _damage(path, how):
+    """Spoil one file of an index (how: truncate, garbage, empty, delete, keys, float32, int32)."""
     raw = open(path, "rb").read()
     if how == "delete":
         os.remove(path)
@@ -190,7 +177,7 @@ def test_damaged_index_rebuilt_with_one_line(corpus, tmp_path, capsys, target, h
     clean = {k: np.array(v) for k, v in ensure(corpus[0], 64, ["vocab_rarity"], d)["vocab_rarity"].items()}
     capsys.readouterr()
     where = os.path.join(index_cache.slot(str(d), 64, "vocab_rarity"), "vocab_rarity")
-    _damage(where, target, how)
+    _damage(os.path.join(where, target if target == "info.json" else target + ".npy"), how)
     index = ensure(corpus[0], 64, ["vocab_rarity"], d)["vocab_rarity"]
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and out[0].startswith(f"index {where}: ")
@@ -201,20 +188,14 @@ def test_damaged_index_rebuilt_with_one_line(corpus, tmp_path, capsys, target, h
     assert capsys.readouterr().out == ""  # the rebuilt index is whole: loaded as it is
 
 
-def test_first_build_has_no_note_and_a_nan_metric_is_refused(corpus, tmp_path, capsys, monkeypatch):
-    path, d = corpus[0], tmp_path / "index"
-    ensure(path, 64, ["num_docs"], d)
-    out = capsys.readouterr().out.splitlines()
-    built = re.escape(index_cache.slot(str(d), 64, "num_docs"))
-    assert len(out) == 1 and re.fullmatch(rf"built index num_docs in {built}: 8,001 tokens in [\d.]+ s "
-                                          r"\([\d.]+\w? tokens/s\)", out[0]), out
+def test_a_nan_metric_is_refused(corpus, tmp_path, monkeypatch):
     monkeypatch.setitem(analyzer.METRICS, "nan", lambda s, counts: np.where(s[:, 0] == 1, np.nan, 0.0))
     nan = r"metric nan gave NaN for \d+ samples \(first: \d+\); make it return numbers"
     with pytest.raises(ValueError, match=nan):
-        ensure(path, 64, ["nan"], d)
-    assert not os.path.exists(os.path.join(index_cache.slot(str(d), 64, "nan"), "nan"))
+        ensure(corpus[0], 64, ["nan"], tmp_path / "index")
+    assert not os.path.exists(os.path.join(index_cache.slot(str(tmp_path / "index"), 64, "nan"), "nan"))
     with pytest.raises(ValueError, match=nan):  # the demos' index in memory too
-        analyzer.metric_index(path, 64, "nan")
+        analyzer.metric_index(corpus[0], 64, "nan")
 
 
 def _dispositions(_):
@@ -236,11 +217,8 @@ _RACE = """
 import signal, sys, time
 import multiprocessing as mp
 from support import pool
-
 started = mp.get_context("fork").Value("i", 0)
 real = pool._worker_signals
-
-
 def late_initializer():  # the second worker to start is slow to reach the real initializer
     with started.get_lock():
         started.value += 1
@@ -248,8 +226,6 @@ def late_initializer():  # the second worker to start is slow to reach the real 
     if n == 2:
         time.sleep(2)
     real()
-
-
 pool._worker_signals = late_initializer
 signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as launch.process installs
 for _ in pool.parallel_map(abs, range(8), 2):
@@ -281,8 +257,8 @@ def test_import_is_light():
     assert r.stdout.strip() == "False []", r.stderr
 
 
-def test_the_command_line_says_the_index_is_up_to_date(domain_corpus, tmp_path, capsys):
-    """python -m services.index on a built index says so (python analyzer.py printed nothing)."""
+def test_the_command_line_says_the_index_is_up_to_date_or_what_is_wrong_in_one_line(domain_corpus, tmp_path, capsys):
+    """python -m services.index on a built index says so; an unknown metric or a corpus too short is one line."""
     args = [f"--data_dir={domain_corpus}", "--block_size=16", f"--index_dir={tmp_path}", "--num_workers=1"]
     index_cache.main(args)
     capsys.readouterr()
@@ -290,6 +266,13 @@ def test_the_command_line_says_the_index_is_up_to_date(domain_corpus, tmp_path, 
     n = len(data.SampleWindows(os.path.join(domain_corpus, "train.bin"), 16))
     where = os.path.join(index_cache.slot(str(tmp_path), 16, "vocab_rarity"), "vocab_rarity")
     assert capsys.readouterr().out == f"index {where}: {n:,} samples of 16+1 tokens, up to date\n"
+    with pytest.raises(ValueError, match=f"unknown metric 'perplexity'; known: {', '.join(analyzer.METRICS)}$"):
+        index_cache.ensure_index(os.path.join(domain_corpus, "train.bin"), 16, ["perplexity"], str(tmp_path / "i"))
+    cli = [sys.executable, "-m", "services.index", f"--data_dir={domain_corpus}", f"--index_dir={tmp_path / 'i'}"]
+    for flag, want in (("--metrics=nope", "unknown metric 'nope'"), ("--block_size=100000", "fewer than block_size+1")):
+        r = subprocess.run(cli + [flag], capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and want in r.stderr
+    assert not os.path.exists(tmp_path / "i")
 
 
 PIPED = """

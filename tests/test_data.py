@@ -95,13 +95,14 @@ def test_prepare_hand_built_corpus_split_by_file(tmp_path):
     assert json.loads((tmp_path / "out" / "meta.json").read_text()) == meta and meta["vocab_size"] == 257
     assert meta["train_tokens"] == len(train) and meta["val_tokens"] == len(val) and meta["max_token_id"] == data.EOT
     assert "domains" not in meta
-    # deterministic, and chunk boundaries change nothing: 7-byte chunks write the same bytes
+    # deterministic, and chunk boundaries change nothing: 7-byte reads (data.read) write the same bytes
     prepare(src / "*.txt", tmp_path / "again", val_fraction=0.25, chunk_size=7)
     assert snapshot(tmp_path / "again") == snapshot(tmp_path / "out")
 
 
 def test_one_file_is_cut_like_nanogpt_input_txt(tmp_path):
-    """A domain of one document (e.g. nanoGPT's shakespeare input.txt): train = its first 90%, val = the rest."""
+    """A domain of one document (e.g. nanoGPT's shakespeare input.txt): train = its first 90%, val = the rest, read
+    in chunks from where each part starts (data.read of bytes start..stop-1)."""
     text = "".join(f"line {k}: to be or not to be\n" for k in range(40))  # 1,170 bytes
     (tmp_path / "input.txt").write_text(text)
     for chunk_size in (1 << 20, 7):
@@ -122,14 +123,6 @@ def test_no_content_in_both_splits_and_duplicates_read_once(tmp_path):
     assert meta["skipped"] == {"duplicate": 5} and meta["n_documents"] == 35
     val_bytes = sum(map(len, val))
     assert 0.2 * (val_bytes + sum(map(len, train))) <= val_bytes  # val: the shortest prefix reaching 20% of the bytes
-
-
-def test_read_gives_a_document_in_chunks(tmp_path):
-    """b"abcde", size=2 -> [97, 98], [99, 100], [101]; bytes 1..3 of it -> [98, 99], [100]."""
-    (tmp_path / "a.txt").write_bytes(b"abcde")
-    for doc in (data.Doc(0, str(tmp_path / "a.txt")), data.Doc(0, "text", b"abcde")):
-        assert [c.tolist() for c in data.read(doc, size=2)] == [[97, 98], [99, 100], [101]]
-        assert [c.tolist() for c in data.read(doc._replace(start=1, stop=4), size=2)] == [[98, 99], [100]]
 
 
 def test_two_documents_split_near_the_asked_fraction_at_a_line_end(tmp_path, capsys):
@@ -303,17 +296,13 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
     write_files(tmp_path / "src", {"new.txt": "a new document " * 50})
     real_write = data.write_tokens
 
-    class DiskFull:  # a file that takes 100 bytes, then raises like a full disk
-        def __init__(self, f):
-            self.f, self.n = f, 0
+    def disk_full(f, *args):  # val.bin takes 100 bytes, then the disk is full
+        if f.name.endswith("val.bin"):
+            f.write(b"x" * 100)
+            raise OSError(28, "No space left on device")
+        return real_write(f, *args)
 
-        def write(self, b):
-            self.n += memoryview(b).nbytes
-            if self.n > 100:
-                raise OSError(28, "No space left on device")
-            return self.f.write(b)
-
-    monkeypatch.setattr(data, "write_tokens", lambda f, *a: real_write(DiskFull(f) if f.name.endswith("val.bin") else f, *a))
+    monkeypatch.setattr(data, "write_tokens", disk_full)
     with pytest.raises(OSError, match="No space"):
         prepare(tmp_path / "src", out)
     assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]  # no leftover build directory
@@ -324,7 +313,7 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
 
 KILLED = """
 import os, signal, data
-real_write, real_rename = data.write_tokens, os.rename
+real_rename = os.rename
 def write_tokens(f, *a):  # mid-write: a partial token file
     f.write(b"partial")
     os.kill(os.getpid(), signal.SIGKILL)
@@ -411,20 +400,26 @@ def test_bad_corpus_one_line_no_files(tmp_path, case):
 # nanoGPT directories, token ids, sizes, fingerprints
 
 
-def test_nanogpt_bin_directory_accepted(tmp_path):
-    rng = np.random.default_rng(0)
-    for split, n in (("train", 5000), ("val", 600)):
-        rng.integers(0, 50257, n).astype(np.uint16).tofile(tmp_path / f"{split}.bin")
-    with pytest.raises(ValueError, match="--vocab_size"):
+def test_a_nanogpt_directory_needs_its_vocabulary_and_its_ids_below_it(tmp_path):
+    """train.bin/val.bin of uint16 ids and no meta.json: --vocab_size is asked for, every id is checked against it
+    (by data.py's command line, which then writes meta.json beside them, and by train.py's load_meta)."""
+    np.arange(1000, dtype=np.uint16).tofile(tmp_path / "train.bin")  # ids up to 999
+    np.arange(300, dtype=np.uint16).tofile(tmp_path / "val.bin")
+    with pytest.raises(ValueError, match="no meta.json nor meta.pkl; pass its tokenizer's --vocab_size"):
         data.load_meta(str(tmp_path))
-    r = run_cli(str(tmp_path), "--vocab_size", "50257", "--block_size", "64")
-    assert r.returncode == 0, r.stderr
-    meta = data.load_meta(str(tmp_path))
-    assert meta["vocab_size"] == 50257 and meta["train_tokens"] == 5000 and meta["val_tokens"] == 600
-    both = np.concatenate([read_split(tmp_path, "train"), read_split(tmp_path, "val")])
-    assert meta["max_token_id"] == int(both.max())
-    w = data.SampleWindows(str(tmp_path / "train.bin"), 64)
-    assert len(w) == (5000 - 1) // 64 and w.get([0]).max() < 50257
+    r = run_cli(str(tmp_path), "--vocab_size=500", "--block_size=16")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "meta.json").exists()
+    assert "token id 999" in r.stderr and "--vocab_size=1000" in r.stderr
+    with pytest.raises(ValueError, match="999"):  # train.py's check on a directory without meta.json
+        data.load_meta(str(tmp_path), vocab_size=500)
+    r = run_cli(str(tmp_path), "--vocab_size=1000", "--block_size=16")
+    assert r.returncode == 0 and f"train with --data_dir={tmp_path}" in r.stdout
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert data.load_meta(str(tmp_path)) == meta and meta["vocab_size"] == 1000 and meta["max_token_id"] == 999
+    assert (meta["train_tokens"], meta["val_tokens"]) == (1000, 300) and len(meta["fingerprint"]) == 32
+    with pytest.raises(ValueError, match="token id 999.*--vocab_size=1000"):  # train.py asking for a smaller model
+        data.load_meta(str(tmp_path), vocab_size=512)
+    assert len(data.SampleWindows(str(tmp_path / "train.bin"), 64)) == 999 // 64
 
 
 def nanogpt_char_dataset(d):
@@ -456,48 +451,32 @@ def test_a_nanogpt_meta_pkl_gives_the_vocabulary_and_the_decoder(tmp_path):
         data.load_meta(str(tmp_path))
 
 
-def test_a_data_dir_that_is_not_a_corpus_is_one_line(tmp_path):
-    (tmp_path / "text").mkdir()
-    (tmp_path / "text" / "a.txt").write_text("hello")
-    (tmp_path / "file").write_text("x")
-    for d, want in ((tmp_path / "nope", "does not exist"), (tmp_path / "file", "is not a directory"),
-                    (tmp_path / "text", "holds no train.bin: it is not a prepared corpus; prepare it with "
-                                        f"python data.py {tmp_path / 'text'} --out_dir=data/NAME")):
-        with pytest.raises(ValueError, match=re.escape(want)):
-            data.load_meta(str(d))
-
-
-def test_token_ids_above_the_vocabulary_are_refused(tmp_path):
-    np.arange(1000, dtype=np.uint16).tofile(tmp_path / "train.bin")  # ids up to 999
-    np.arange(300, dtype=np.uint16).tofile(tmp_path / "val.bin")
-    r = run_cli(str(tmp_path), "--vocab_size=500", "--block_size=16")
-    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
-    assert "token id 999" in r.stderr and "--vocab_size=1000" in r.stderr and not (tmp_path / "meta.json").exists()
-    with pytest.raises(ValueError, match="999"):  # train.py's check on a directory without meta.json
-        data.load_meta(str(tmp_path), vocab_size=500)
-    assert run_cli(str(tmp_path), "--vocab_size=1000", "--block_size=16").returncode == 0
-    assert data.load_meta(str(tmp_path))["max_token_id"] == 999
-    with pytest.raises(ValueError, match="token id 999.*--vocab_size=1000"):  # train.py asking for a smaller model
-        data.load_meta(str(tmp_path), vocab_size=512)
-
-
-def test_token_files_that_changed_after_meta_are_refused(corpus, tmp_path):
-    for name in ("train.bin", "val.bin", "meta.json"):
-        (tmp_path / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
-    with open(tmp_path / "val.bin", "ab") as f:
-        f.write(b"\x41\x00")
-    with pytest.raises(ValueError, match="val.bin holds .* tokens but .*meta.json records"):
-        data.load_meta(str(tmp_path))
-
-
-@pytest.mark.parametrize("size", [0, 101])
-def test_empty_or_odd_bin_is_one_line(tmp_path, size):
-    np.arange(500, dtype=np.uint16).tofile(tmp_path / "train.bin")
-    (tmp_path / "val.bin").write_bytes(b"\x01" * size)
-    with pytest.raises(ValueError, match="val.bin is " + ("empty" if size == 0 else "101 bytes, an odd length")):
-        data.SampleWindows(str(tmp_path / "val.bin"), 8)
-    r = run_cli(str(tmp_path), "--vocab_size=600", "--block_size=8")
-    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "val.bin is" in r.stderr
+@pytest.mark.parametrize("case, want", [
+    ("missing", "--data_dir={d} does not exist; prepare your text with python data.py FILES --out_dir=data/NAME"),
+    ("file", "--data_dir={d} is not a directory"),
+    ("text", "{d} holds no train.bin: it is not a prepared corpus; prepare it with python data.py {d} --out_dir="),
+    ("changed", "{d}/val.bin holds 2 tokens but {d}/meta.json records 1: the files changed after it"),
+    ("bad_json", "{d}/meta.json is not valid JSON"),
+    ("empty", "{d}/val.bin is empty: not a uint16 token file"), ("odd", "{d}/val.bin is 101 bytes, an odd length")])
+def test_what_train_py_reads_is_checked_in_one_line(tmp_path, case, want):
+    d = tmp_path / "d"
+    if case == "file":
+        d.write_text("x")
+    elif case == "text":
+        write_files(d, {"a.txt": "hello"})
+    elif case != "missing":
+        write_files(d, {"train.bin": b"\x01\x00" * 500, "val.bin": b"\x01" * {"empty": 0, "odd": 101}.get(case, 4)})
+    if case in ("changed", "bad_json"):
+        meta = '{"vocab_size": 257, "train_tokens": 500, "val_tokens": 1}'
+        (d / "meta.json").write_text(meta if case == "changed" else meta[:20])  # JSON cut short
+    with pytest.raises(ValueError, match=re.escape(want.format(d=d))):
+        data.load_meta(str(d), 600)
+    if case in ("empty", "odd"):  # SampleWindows and data.py's command line too
+        with pytest.raises(ValueError, match=re.escape(want.format(d=d))):
+            data.SampleWindows(str(d / "val.bin"), 8)
+        r = run_cli(str(d), "--vocab_size=600", "--block_size=8")
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith(f"error: {want.format(d=d)}")
 
 
 def test_fingerprint_entropy_and_counts_of_both_splits_at_any_chunk_size(corpus, tmp_path):
