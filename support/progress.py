@@ -8,8 +8,7 @@ saving), seen wherever the output goes: tqdm's bar in a terminal; when stdout is
 
 But:
 - a single long call (a sort, a save) cannot say how far it is: a Progress without a total says
-  that it still runs, from a thread, at the same interval (a pass with one also speaks from it
-  between two updates);
+  that it still runs, from a thread, at the same interval; a pass speaks from its updates;
 - lines go to stdout, flushed, so a log file holds them in order with the run's other lines.
 """
 
@@ -45,7 +44,8 @@ class Progress:
                         disable=not (verbose and terminal and total))
         self.done_event = threading.Event()
         self.ticker = threading.Thread(target=self.tick, daemon=True)
-        if self.lines:
+        # subtle: a pass (total > 0) speaks from update(), so no thread runs while workers fork
+        if self.lines and not total:
             self.ticker.start()
 
     def update(self, n):
@@ -76,6 +76,6 @@ class Progress:
 
     def __exit__(self, *exc):
         self.done_event.set()
-        if self.lines:
+        if self.ticker.is_alive():
             self.ticker.join()
         self.bar.close()
