@@ -50,18 +50,18 @@ def metric_code(fn):
     return hashlib.sha256(code).hexdigest()
 
 
-def describe(bin_path, block_size, name, fn):
-    """What the index of metric `name` (function fn) over bin_path's windows of T+1 tokens is built
-    from."""
+def describe(bin_path, block_size, name):
+    """What the index of metric `name` (METRICS[name]) over bin_path's windows of T+1 tokens is
+    built from."""
     st = os.stat(bin_path)
     return {"data": os.path.abspath(bin_path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
             "block_size": block_size, "num_samples": (st.st_size // 2 - 1) // block_size,
-            "metric": name, "metric_code": metric_code(fn)}
+            "metric": name, "metric_code": metric_code(METRICS[name])}
 
 
 def slot(index_dir, block_size, name):
-    """The directory that holds metric name's index for windows of block_size+1 tokens, as
-    analyzer.py's index_dir: index, 128, vocab_rarity -> index/T128-3f2a9c1b7d0e (from its code)."""
+    """The directory that holds metric name's index for windows of block_size+1 tokens:
+    index, 128, vocab_rarity -> index/T128-3f2a9c1b7d0e (from its code)."""
     return os.path.join(index_dir, f"T{block_size}-{metric_code(METRICS[name])[:12]}")
 
 
@@ -137,7 +137,7 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=T
             arrays = (values[n], *analyzer.sort_index(values.pop(n)))  # pop: free as we go
             for k, arr in zip(KEYS, arrays):
                 atomic_write(os.path.join(d, k + ".npy"), lambda f, arr=arr: np.save(f, arr))
-        info = describe(bin_path, block_size, n, METRICS[n])
+        info = describe(bin_path, block_size, n)
         atomic_write(os.path.join(d, "info.json"), lambda f: json.dump(info, f), "w")
 
 
@@ -152,7 +152,7 @@ def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbo
     workers = num_workers or min(os.cpu_count() or 1, -(-N // ((1 << 23) // (block_size + 1))))
     for n in names:  # subtle: one slot per metric (its code's), so one build each
         d = os.path.join(slot(index_dir, block_size, n), n)
-        why = why_stale(d, describe(bin_path, block_size, n, METRICS[n]))
+        why = why_stale(d, describe(bin_path, block_size, n))
         if why and verbose and os.path.isdir(d):  # a first build: no note
             print(f"index {d}: {why}; rebuilding")
         if why:

@@ -451,15 +451,17 @@ def test_a_nanogpt_meta_pkl_gives_the_vocabulary_and_the_decoder(tmp_path):
         data.load_meta(str(tmp_path))
 
 
-@pytest.mark.parametrize("case, want", [
-    ("missing", "--data_dir={d} does not exist; prepare your text with python data.py FILES --out_dir=data/NAME"),
-    ("file", "--data_dir={d} is not a directory"),
-    ("text", "{d} holds no train.bin: it is not a prepared corpus; prepare it with python data.py {d} --out_dir="),
-    ("changed", "{d}/val.bin holds 2 tokens but {d}/meta.json records 1: the files changed after it"),
-    ("bad_json", "{d}/meta.json is not valid JSON"),
-    ("empty", "{d}/val.bin is empty: not a uint16 token file"), ("odd", "{d}/val.bin is 101 bytes, an odd length")])
-def test_what_train_py_reads_is_checked_in_one_line(tmp_path, case, want):
-    d = tmp_path / "d"
+REFUSED = {"missing": "--data_dir={d} does not exist; prepare your text with python data.py FILES --out_dir=data/NAME",
+           "file": "--data_dir={d} is not a directory",
+           "text": "{d} holds no train.bin: it is not a prepared corpus; prepare it with python data.py {d} --out_dir=",
+           "changed": "{d}/val.bin holds 2 tokens but {d}/meta.json records 1: the files changed after it",
+           "bad_json": "{d}/meta.json is not valid JSON",
+           "empty": "{d}/val.bin is empty: not a uint16 token file", "odd": "{d}/val.bin is 101 bytes, an odd length"}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_what_train_py_reads_is_checked_in_one_line(tmp_path, case):
+    d, want = tmp_path / "d", REFUSED[case]
     if case == "file":
         d.write_text("x")
     elif case == "text":
