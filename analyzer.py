@@ -3,7 +3,7 @@ Offline data analyzer: score every sample with a difficulty metric and sort the 
 
 Mirrors DeepSpeed Data Efficiency's DataAnalyzer (arXiv 2212.03597; deepspeed/runtime/data_pipeline/
 data_sampling/data_analyzer.py): map a metric over the samples, reduce into a sorted index the
-curriculum sampler cuts. Per metric, under <index_dir>/<metric>/:
+curriculum sampler cuts. Per metric, three arrays (services/index.py saves them as .npy files):
 
     sample_to_metric.npy  [N]  metric of sample i
     index_to_sample.npy   [N]  sample ids by metric ascending, ties by id (a stable argsort)
@@ -113,7 +113,7 @@ def score_range(job):
 
 
 # -----------------------------------------------------------------------------
-# reduce: one stable sort per metric, saved
+# reduce: one stable sort per metric
 
 
 def sort_index(sample_to_metric):
