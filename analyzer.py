@@ -3,7 +3,7 @@ Offline data analyzer: score every sample with a difficulty metric and sort the 
 
 Mirrors DeepSpeed Data Efficiency's DataAnalyzer (arXiv 2212.03597; deepspeed/runtime/data_pipeline/
 data_sampling/data_analyzer.py): map a metric over the samples, reduce into a sorted index the
-curriculum sampler cuts. Per metric, under <index_dir>/<metric>/:
+curriculum sampler cuts. Per metric, three arrays (services/index.py saves them as .npy files):
 
     sample_to_metric.npy  [N]  metric of sample i
     index_to_sample.npy   [N]  sample ids by metric ascending, ties by id (a stable argsort)
@@ -22,21 +22,21 @@ But:
   is its window number in data.py, so no sample identity is lost;
 - one .npy per output, memory-mappable, not one file per distinct value per worker;
 - both passes (token counts, then metrics) read contiguous ranges of the token file, never the
-  whole corpus, in worker processes when asked (services/index.py: the pool, and the info.json that
-  makes a stale index rebuild itself).
+  whole corpus; services/index.py runs them over ranges in worker processes with progress lines,
+  saves the three arrays and the info.json that makes a stale index rebuild itself.
+
+    python analyzer.py [--metric=NAME] [--data_dir=DIR]  # the easiest and hardest windows
 """
 
+import argparse
 import json
 import os
+import sys
 import zlib
 
 import numpy as np
 
 import data
-from support.checks import check_no_nan
-from support.files import atomic_write
-from support.pool import parallel_map
-from support.progress import Progress, ticking  # a bar in a terminal, else a line every 5 s
 
 KEYS = ("sample_to_metric", "index_to_sample", "index_to_metric")  # a metric's three arrays
 
@@ -84,20 +84,15 @@ def count_range(job):
     return counts
 
 
-def unigram_counts(bin_path, num_workers=1, chunk=1 << 24, verbose=False):
-    """(V,) token counts of a .bin file, chunk tokens per job; V from meta.json beside it (the
-    vocabulary), else max id + 1."""
-    n = os.path.getsize(bin_path) // 2
-    jobs = [(bin_path, s, min(s + chunk, n)) for s in range(0, n, chunk)]
-    counts = np.zeros(65536, dtype=np.int64)
-    with Progress("counting tokens", n, verbose=verbose) as bar:
-        for c in parallel_map(count_range, jobs, num_workers):
-            counts += c
-            bar.update(int(c.sum()))
-    # data.py checked its ids against it
+def unigram_counts(bin_path, counts=None):
+    """(V,) token counts of a .bin file, V from meta.json beside it (the vocabulary), else max id
+    + 1. counts: the file's (65536,) counts if already counted (services/index.py counts its
+    ranges in worker processes), else counted here in one pass."""
+    if counts is None:
+        counts = count_range((bin_path, 0, os.path.getsize(bin_path) // 2))
     meta = os.path.join(os.path.dirname(bin_path), "meta.json")
     V = int(counts.nonzero()[0].max(initial=0)) + 1
-    if os.path.exists(meta):
+    if os.path.exists(meta):  # data.py checked its ids against it
         with open(meta) as f:
             V = max(V, json.load(f)["vocab_size"])
     # subtle: the vocabulary, not 65536 ids, is what zero counts are set to 1 over
@@ -118,7 +113,7 @@ def score_range(job):
 
 
 # -----------------------------------------------------------------------------
-# reduce: one stable sort per metric, saved
+# reduce: one stable sort per metric
 
 
 def sort_index(sample_to_metric):
@@ -127,47 +122,29 @@ def sort_index(sample_to_metric):
     return index_to_sample, sample_to_metric[index_to_sample]
 
 
-def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=True, shard=None):
-    """Score every sample of bin_path with each metric, sort, and save the three arrays per
-    metric."""
-    N = len(data.SampleWindows(bin_path, block_size))
-    shard = shard or max(1, (1 << 23) // (block_size + 1))  # ~8M tokens a job
-    counts = unigram_counts(bin_path, num_workers, verbose=verbose)  # pass 1
-    neg_log_p = unigram_neg_log_p(counts)  # (V,)
-    values = {n: np.empty(N) for n in names}  # (N,) float64 each
-    jobs = [(bin_path, block_size, names, neg_log_p, s, min(s + shard, N))
-            for s in range(0, N, shard)]
-    with Progress(f"scoring {','.join(names)}", N * block_size, verbose=verbose) as bar:
-        for start, got in parallel_map(score_range, jobs, num_workers):  # pass 2
-            for n, v in got.items():
-                values[n][start : start + len(v)] = v
-            bar.update(len(v) * block_size)  # tokens
-    check_no_nan(values)  # subtle: NaN has no place in a sorted order
-    for n in names:
-        os.makedirs(os.path.join(index_dir, n), exist_ok=True)
-        with ticking(f"sorting and saving {n} ({N:,} samples)", verbose):
-            arrays = (values[n], *sort_index(values.pop(n)))  # pop: free as we go
-            for k, arr in zip(KEYS, arrays):
-                atomic_write(os.path.join(index_dir, n, k + ".npy"),
-                             lambda f, arr=arr: np.save(f, arr))
-
-
-def load_index(index_dir, name):
-    return {k: np.load(os.path.join(index_dir, name, k + ".npy"), mmap_mode="r") for k in KEYS}
-
-
-# -----------------------------------------------------------------------------
-# demo: python analyzer.py scores a corpus and shows its easiest and hardest windows
+def check_no_nan(values):
+    """{metric: (N,) values}; one line naming a metric that gave NaN."""
+    for n, v in values.items():
+        bad = np.flatnonzero(np.isnan(v))
+        if len(bad):
+            raise ValueError(f"metric {n} gave NaN for {len(bad)} samples (first: {bad[0]}); "
+                             "make it return numbers")
 
 
 def metric_index(bin_path, block_size, name="vocab_rarity", neg_log_p=None):
     """One metric's three arrays (KEYS) over bin_path's windows, scored and sorted in memory, no
-    file written: the demos' index (train.py's is build_index's, cached by services/index.py)."""
+    file written: the demos' index (train.py's is services/index.py's, the same passes in worker
+    processes, saved and kept while it is fresh)."""
     if neg_log_p is None:
         neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) pass 1
     N = len(data.SampleWindows(bin_path, block_size))
     _, values = score_range((bin_path, block_size, [name], neg_log_p, 0, N))  # pass 2
+    check_no_nan(values)  # subtle: NaN has no place in a sorted order
     return dict(zip(KEYS, (values[name], *sort_index(values[name]))))
+
+
+# -----------------------------------------------------------------------------
+# demo: python analyzer.py scores a corpus and shows its easiest and hardest windows
 
 
 def why(ids, neg_log_p):
@@ -179,33 +156,59 @@ def why(ids, neg_log_p):
             f"{neg_log_p[top]:.1f} each); {np.sum(ids >= 128)} are bytes >= 128 (non-ASCII)")
 
 
-def demo(data_dir="", block_size=128, k=2):
-    """Score every window of data_dir's train.bin ("": the default corpus, prepared on first use)
-    by vocab_rarity; print the k easiest, the median and the k hardest window, decoded, with what
-    makes them so, the head of the sorted index, and the metric's histogram."""
-    from support.demos import histogram, show_text  # text layout only
-    from support.prepare import corpus_dir
+def show_text(text, width=90, indent="    "):
+    """Print text between | marks in lines of at most width characters, each unprintable character
+    escaped as Python writes it (a newline as \\n, a tab as \\t, a NUL as \\x00), so whitespace
+    stays visible and no control character reaches the terminal."""
+    line = ""
+    for c in text:
+        piece = c if c.isprintable() else repr(c)[1:-1]  # repr("\n") = "'\\n'"
+        if len(line) + len(piece) > width:
+            print(f"{indent}|{line:<{width}}|")
+            line = ""
+        line += piece
+    print(f"{indent}|{line:<{width}}|")
 
-    bin_path = os.path.join(corpus_dir(data_dir), "train.bin")
+
+def histogram(values, bins=12, width=40):
+    """Print a text histogram: per bin its range, its count and a bar of # scaled to the largest
+    count (a bin that holds anything gets at least one #)."""
+    counts, edges = np.histogram(values, bins)
+    for c, lo, hi in zip(counts, edges, edges[1:]):
+        bar = "#" * int(np.ceil(width * c / counts.max()))
+        print(f"  {lo:9.1f} .. {hi:9.1f} {c:9,d}  {bar}")
+
+
+def demo(data_dir="", block_size=128, k=2, metric="vocab_rarity"):
+    """Score every window of data_dir's train.bin ("": the default corpus, prepared on first use)
+    by metric (one of METRICS); print the k easiest, the median and the k hardest window, decoded,
+    with what makes them so, the head of the sorted index, and the metric's histogram."""
+    bin_path = os.path.join(data.corpus_dir(data_dir), "train.bin")
     windows = data.SampleWindows(bin_path, block_size)
     N = len(windows)
     neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) pass 1, for the captions too
-    index = metric_index(bin_path, block_size, neg_log_p=neg_log_p)  # pass 2 and the sort
+    index = metric_index(bin_path, block_size, metric, neg_log_p)  # pass 2 and the sort
     index_to_sample, index_to_metric = index["index_to_sample"], index["index_to_metric"]
     print(f"{bin_path}: {N:,} windows of {block_size}+1 tokens, each scored by")
-    print("vocab_rarity = sum of -ln p(u) over its tokens u, p(u) from the train split's counts")
+    if metric == "vocab_rarity":
+        print("vocab_rarity = sum of -ln p(u) over its tokens u, p(u) from the train split's "
+              "counts")
+    else:  # a metric's docstring says what it is
+        about = (METRICS[metric].__doc__ or "a function of analyzer.METRICS").strip()
+        print(f"{metric}: {about.splitlines()[0]}")
     shown = (("easiest", range(k)), ("median", [N // 2]), ("hardest", range(N - 1, N - 1 - k, -1)))
     for name, ranks in shown:
         for rank in ranks:
             i = index_to_sample[rank]
-            print(f"{name}: window {i}, vocab_rarity {index_to_metric[rank]:.1f}")
+            print(f"{name}: window {i}, {metric} {index_to_metric[rank]:.1f}")
             show_text(data.decode(windows.get([i])))
             print(f"    ^ {why(windows.get([i])[0], neg_log_p)}")
-    print("easy: made of the commonest tokens (in code, runs of spaces); hard: of the rarest")
-    print("(often non-ASCII text, 2-4 bytes >= 128 a character, shown as its file holds it)")
+    if metric == "vocab_rarity":
+        print("easy: made of the commonest tokens (in code, runs of spaces); hard: of the rarest")
+        print("(often non-ASCII text, 2-4 bytes >= 128 a character, shown as its file holds it)")
     print(f"index_to_sample[:6] = {index_to_sample[:6].tolist()}  (window ids, easiest first)")
     print(f"index_to_metric[:6] = {np.round(index_to_metric[:6], 2).tolist()}  (non-decreasing)")
-    print(f"vocab_rarity of the {N:,} windows (min {index_to_metric[0]:.1f}, "
+    print(f"{metric} of the {N:,} windows (min {index_to_metric[0]:.1f}, "
           f"median {index_to_metric[N // 2]:.1f}, max {index_to_metric[-1]:.1f}):")
     histogram(index_to_metric)
     print("python -m services.index saves this sort for train.py (which also does on first use)")
@@ -213,5 +216,19 @@ def demo(data_dir="", block_size=128, k=2):
           "    python -m pytest tests/test_exercises.py --mine -k 'ex01 or ex02 or ex03'")
 
 
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    p.add_argument("--metric", default="vocab_rarity", help=f"one of: {', '.join(METRICS)}")
+    p.add_argument("--data_dir", default="", help='holds train.bin ("": the default corpus)')
+    p.add_argument("--block_size", type=int, default=128, help="T: windows of T+1 tokens")
+    a = p.parse_args(argv)
+    if a.metric not in METRICS:
+        sys.exit(f"error: unknown metric {a.metric!r}; known: {', '.join(METRICS)}")
+    try:
+        demo(a.data_dir, a.block_size, metric=a.metric)
+    except (ValueError, OSError) as e:
+        sys.exit(f"error: {e}")
+
+
 if __name__ == "__main__":
-    demo()
+    main()

@@ -37,7 +37,8 @@ def root_schedule(t, lo, hi, total, step, degree):
 
     lo=1, hi=100, total=100, step=1, degree=2: t=25 -> floor(0.5 * 99 + 1) = 50
     """
-    d = math.floor((float(t) / total) ** (1.0 / degree) * (hi - lo) + lo)  # min+(max-min)(t/T)^(1/k)
+    # floor(min + (max - min) * (t / T) ** (1 / k))
+    d = math.floor((float(t) / total) ** (1.0 / degree) * (hi - lo) + lo)
     return quantize(d, lo, hi, step)
 
 

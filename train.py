@@ -43,7 +43,7 @@ from autoscale.domains import DomainSampler, domain_weights, window_domains
 from model import GPT, GPTConfig, compile_model
 from sampler import SEQLEN_METRICS, CurriculumSampler
 from services import ds_config
-from services.index import ensure_index, load_index
+from services.index import ensure_index, load_index, recorded_scan
 from support import checkpoint, launch
 from support.launch import given, opt, parse
 
@@ -139,7 +139,8 @@ def parse_args(argv):
     if cfg.config:
         cfg = replace(cfg, **ds_config.apply_training(cfg, ds_config.load(cfg.config), given(argv)))
     if cfg.max_iters == 0 and cfg.max_tokens == 0:
-        raise ValueError("--max_iters=0 and --max_tokens=0 would train without end; set one of them")
+        raise ValueError("--max_iters=0 and --max_tokens=0 would train without end; "
+                         "set one of them")
     if cfg.n_embd % cfg.n_head:
         raise ValueError(f"--n_head={cfg.n_head} does not divide --n_embd={cfg.n_embd}; "
                          "pick n_embd a multiple of n_head")
@@ -165,13 +166,15 @@ def get_data(cfg, rank, local_rank, world_size, notes, saved):
                          "--batch_size")
     accum = G // (cfg.batch_size * world_size)
     metrics, ltd = ds_config.data_efficiency(cfg, G, notes, accum, saved)
-    # the default corpus is written once, by one rank per filesystem
-    launch.on_each_filesystem(
-        lambda: data.load_meta(data.corpus_dir(cfg.data_dir), cfg.vocab_size or None),
+    launch.on_each_filesystem(  # the default corpus prepared, a nanoGPT directory's hash recorded
+        lambda: data.load_meta(data.corpus_dir(cfg.data_dir), cfg.vocab_size or None,
+                               recorded_scan),
         rank, local_rank)
     data_dir = data.corpus_dir(cfg.data_dir, prepare_default=False)
-    train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None)
-    meta["fingerprint"] = checkpoint.corpus_fingerprint(data_dir, meta)
+    train_data, val_data, meta = data.load_splits(data_dir, cfg.block_size, cfg.vocab_size or None,
+                                                  recorded_scan)
+    if "fingerprint" not in meta:  # a meta.json older than fingerprints
+        meta["fingerprint"] = data.scan_bins(data_dir)["fingerprint"]
     if saved:  # subtle: another corpus is refused before an index is built for it
         checkpoint.check_corpus(saved, meta["fingerprint"], os.path.join(cfg.out_dir, "ckpt.pt"))
     names = [n for n in metrics if n not in SEQLEN_METRICS]  # admission metrics: an index each
@@ -470,7 +473,8 @@ def print_summary(cfg, sampler, val_data, ltd, model, meta, notes, max_steps, de
            f"{len(train_data):,} windows{repeats}")
     if cfg.domain_weights:  # the mix in effect: whole rows per domain in every global batch
         mix = ", ".join(f"{n} {c}" for n, c in zip(meta["domains"], sampler.counts))
-        print0(f"domains: rows of every batch of {G}: {mix} (--domain_weights={cfg.domain_weights})")
+        print0(f"domains: rows of every batch of {G}: {mix} "
+               f"(--domain_weights={cfg.domain_weights})")
     if cfg.device == "auto" and device == "cpu" and params >= 10:  # a GPU-sized model
         print0(f"note: --device=auto found no GPU: this {params:.0f}M-parameter model trains on "
                "the CPU, slowly (--device=cpu to mean it)")

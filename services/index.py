@@ -1,17 +1,33 @@
 """
-The curriculum index's cache: analyzer.py's index, built once and rebuilt whenever it is stale.
+The caches beside a corpus. First the curriculum index on disk: analyzer.py's passes over a
+2B-token train.bin in worker processes, with progress lines, the three arrays saved, and info.json
+beside them; rebuilt whenever stale.
 
     python -m services.index --metrics=vocab_rarity  # build or check an index before training
 
 One index per block size and per version of each metric, so runs with different ones do not evict
-each other's (analyzer.py's layout below each):
+each other's:
 
     <index_dir>/T<block_size>-<first 12 hex digits of the metric's code>/<metric>/
+        sample_to_metric.npy, index_to_sample.npy, index_to_metric.npy, info.json
 
 info.json, written last beside a metric's three .npy files, records what was analyzed: the data
 file (size and mtime), T, N and the metric's code (a sha256 of its source). An index whose
 info.json is missing or describes anything else, or whose arrays do not load with the right shape,
 is rebuilt with a one-line note, never used.
+
+Then the scan record of a nanoGPT directory (train.bin and val.bin, no meta.json) of
+OpenWebText's size, read whole once: its scan (data.scan_bins: counts, largest id, fingerprint,
+unigram entropy) is recorded in scan.json beside its files, with what identifies them as git and
+make do, and read whole again only when that changes:
+
+    identity of a file = (size, mtime_ns, ctime_ns, inode)    (os.stat: no byte read)
+
+    data.load_meta(data_dir, vocab_size, scan=recorded_scan)  # train.py's start
+
+A read says why and how fast, with a line at least every 5 s when stdout is a pipe
+(support/progress.py). Under torchrun one rank per machine reads, the others then find the record
+(launch.on_each_filesystem).
 """
 
 import hashlib
@@ -26,11 +42,12 @@ from dataclasses import dataclass
 import numpy as np
 
 import analyzer
+import data
 from analyzer import KEYS, METRICS
 from support.launch import opt, parse
 from support.files import atomic_write
-from support.prepare import corpus_dir
-from support.progress import say, si
+from support.pool import parallel_map
+from support.progress import Progress, say, si
 
 # -----------------------------------------------------------------------------
 # what an index describes, and whether the one on disk still does
@@ -47,31 +64,33 @@ def metric_code(fn):
     return hashlib.sha256(code).hexdigest()
 
 
-def describe(bin_path, block_size, name, fn):
-    """What the index of metric `name` (function fn) over bin_path's windows of T+1 tokens is built
-    from."""
+def describe(bin_path, block_size, name):
+    """What the index of metric `name` (METRICS[name]) over bin_path's windows of T+1 tokens is
+    built from."""
     st = os.stat(bin_path)
     return {"data": os.path.abspath(bin_path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
             "block_size": block_size, "num_samples": (st.st_size // 2 - 1) // block_size,
-            "metric": name, "metric_code": metric_code(fn)}
+            "metric": name, "metric_code": metric_code(METRICS[name])}
 
 
 def slot(index_dir, block_size, name):
-    """The directory that holds metric name's index for windows of block_size+1 tokens, as
-    analyzer.py's index_dir: index, 128, vocab_rarity -> index/T128-3f2a9c1b7d0e (from its code)."""
+    """The directory that holds metric name's index for windows of block_size+1 tokens:
+    index, 128, vocab_rarity -> index/T128-3f2a9c1b7d0e (from its code)."""
     return os.path.join(index_dir, f"T{block_size}-{metric_code(METRICS[name])[:12]}")
 
 
 def load_index(index_dir, block_size, names):
-    """name -> the index ensure_index built for block_size, memory-mapped."""
-    return {n: analyzer.load_index(slot(index_dir, block_size, n), n) for n in names}
+    """name -> {sample_to_metric, index_to_sample, index_to_metric} built for block_size,
+    memory-mapped."""
+    return {n: {k: np.load(os.path.join(slot(index_dir, block_size, n), n, k + ".npy"),
+                           mmap_mode="r") for k in KEYS} for n in names}
 
 
-def why_stale(index_dir, name, info):
-    """Why the index of metric `name` in index_dir cannot be used for info (describe's); None if it
-    can."""
+def why_stale(d, info):
+    """Why the index in directory d (a slot's <metric>/) cannot be used for info (describe's); None
+    if it can."""
     try:
-        with open(os.path.join(index_dir, name, "info.json")) as f:
+        with open(os.path.join(d, "info.json")) as f:
             found = json.load(f)
     except FileNotFoundError:
         return "info.json is missing (a build that did not finish?)"
@@ -80,10 +99,10 @@ def why_stale(index_dir, name, info):
     if {**found, "metric_code": info["metric_code"]} != info:
         return "built for other data or another block size"
     if found.get("metric_code") != info["metric_code"]:
-        return f"built with another version of metric {name}"
+        return f"built with another version of metric {info['metric']}"
     for k in KEYS:
         try:
-            arr = np.load(os.path.join(index_dir, name, k + ".npy"), mmap_mode="r")
+            arr = np.load(os.path.join(d, k + ".npy"), mmap_mode="r")
         except FileNotFoundError:
             return f"{k}.npy is missing"
         except Exception as e:
@@ -96,51 +115,150 @@ def why_stale(index_dir, name, info):
     return None
 
 
-def forget(index_dir, name):
-    """Before a (re)build: no info.json = not a finished index, whatever a killed build leaves."""
-    path = os.path.join(index_dir, name, "info.json")
-    if os.path.exists(path):
-        os.remove(path)
-
-
-def finish(index_dir, name, info):
-    """After a build: info.json, last, says the index is whole and what it describes."""
-    atomic_write(os.path.join(index_dir, name, "info.json"), lambda f: json.dump(info, f), "w")
-
-
 # -----------------------------------------------------------------------------
 # build what is missing or stale
 
 
+def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=True, shard=None):
+    """analyzer.py's two passes over bin_path (token counts, then each metric's values) in jobs of
+    shard windows (~8M tokens) over num_workers processes, with progress; per metric the stable
+    sort, the three arrays, and info.json last (the index is whole), in its slot of index_dir."""
+    N = len(data.SampleWindows(bin_path, block_size))
+    shard = shard or max(1, (1 << 23) // (block_size + 1))  # ~8M tokens a job
+    n, step = os.path.getsize(bin_path) // 2, shard * block_size
+    jobs = [(bin_path, s, min(s + step, n)) for s in range(0, n, step)]
+    counts = np.zeros(65536, dtype=np.int64)
+    with Progress("counting tokens", n, verbose) as bar:
+        for c in parallel_map(analyzer.count_range, jobs, num_workers):  # pass 1
+            counts += c
+            bar.update(int(c.sum()))
+    neg_log_p = analyzer.unigram_neg_log_p(analyzer.unigram_counts(bin_path, counts))  # (V,)
+    values = {n: np.empty(N) for n in names}  # (N,) float64 each
+    jobs = [(bin_path, block_size, names, neg_log_p, s, min(s + shard, N))
+            for s in range(0, N, shard)]
+    with Progress(f"scoring {','.join(names)}", N * block_size, verbose) as bar:
+        for start, got in parallel_map(analyzer.score_range, jobs, num_workers):  # pass 2
+            for n, v in got.items():
+                values[n][start : start + len(v)] = v
+            bar.update(len(v) * block_size)  # tokens
+    analyzer.check_no_nan(values)  # subtle: NaN has no place in a sorted order
+    for n in names:
+        d = os.path.join(slot(index_dir, block_size, n), n)
+        os.makedirs(d, exist_ok=True)
+        if os.path.exists(os.path.join(d, "info.json")):  # no info.json: not a whole index
+            os.remove(os.path.join(d, "info.json"))
+        with Progress(f"sorting and saving {n} ({N:,} samples)", 0, verbose):
+            arrays = (values[n], *analyzer.sort_index(values.pop(n)))  # pop: free as we go
+            for k, arr in zip(KEYS, arrays):
+                atomic_write(os.path.join(d, k + ".npy"), lambda f, arr=arr: np.save(f, arr))
+        info = describe(bin_path, block_size, n)
+        atomic_write(os.path.join(d, "info.json"), lambda f: json.dump(info, f), "w")
+
+
 def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbose=True):
-    """name -> {sample_to_metric, index_to_sample, index_to_metric}, building (analyzer.build_index)
-    what is missing, stale or damaged, with a one-line note why."""
+    """name -> {sample_to_metric, index_to_sample, index_to_metric}, building (build_index) what
+    is missing, stale or damaged, with a one-line note why; num_workers None: one per CPU, at most
+    one per job."""
     unknown = [n for n in names if n not in METRICS]
     if unknown:
         raise ValueError(f"unknown metric {unknown[0]!r}; known: {', '.join(METRICS)}")
-    infos = {n: describe(bin_path, block_size, n, METRICS[n]) for n in names}
-    stale = []
-    for n in names:
-        d = slot(index_dir, block_size, n)
-        why = why_stale(d, n, infos[n])
-        if why and verbose and os.path.isdir(os.path.join(d, n)):  # a first build: no note
-            print(f"index {os.path.join(d, n)}: {why}; rebuilding")
+    N = len(data.SampleWindows(bin_path, block_size))  # one line for a corpus too short
+    workers = num_workers or min(os.cpu_count() or 1, -(-N // ((1 << 23) // (block_size + 1))))
+    for n in names:  # subtle: one slot per metric (its code's), so one build each
+        d = os.path.join(slot(index_dir, block_size, n), n)
+        why = why_stale(d, describe(bin_path, block_size, n))
+        if why and verbose and os.path.isdir(d):  # a first build: no note
+            print(f"index {d}: {why}; rebuilding")
         if why:
-            stale.append(n)
-            forget(d, n)
-    if stale:
-        n_jobs = -(-infos[stale[0]]["num_samples"] // max(1, (1 << 23) // (block_size + 1)))
-        workers = num_workers or min(os.cpu_count() or 1, n_jobs)
-    for n in stale:  # subtle: one slot per metric (its code's), so one build each
-        d = slot(index_dir, block_size, n)
-        t0 = time.time()
-        analyzer.build_index(bin_path, block_size, [n], d, workers, verbose)
-        finish(d, n, infos[n])
-        dt, tokens = time.time() - t0, infos[n]["size"] // 2
-        if verbose:
-            say(f"built index {n} in {d}: {tokens:,} tokens in {dt:.1f} s "
-                f"({si(tokens / max(dt, 1e-9))} tokens/s)")
+            t0 = time.time()
+            build_index(bin_path, block_size, [n], index_dir, workers, verbose)
+            dt, tokens = time.time() - t0, os.path.getsize(bin_path) // 2
+            if verbose:
+                say(f"built index {n} in {os.path.dirname(d)}: {tokens:,} tokens in {dt:.1f} s "
+                    f"({si(tokens / max(dt, 1e-9))} tokens/s)")
     return load_index(index_dir, block_size, names)
+
+
+# -----------------------------------------------------------------------------
+# the scan record of a nanoGPT directory (scan.json)
+
+SCAN_RECORD = "scan.json"  # beside a nanoGPT directory's train.bin and val.bin
+IDENTITY = ("size", "mtime", "ctime", "inode")  # a file's, as file_identity lists it
+SCAN_KEYS = {"train_tokens", "val_tokens", "max_token_id", "fingerprint", "unigram_entropy"}
+# subtle: what this process hashed, by (directory, identity): one start reads a corpus once even
+# where no record is written (files modified just now, a read-only directory)
+_hashed = {}
+
+
+def file_identity(data_dir):
+    """{train.bin: [size, mtime_ns, ctime_ns, inode], val.bin: ...}: what git and make trust to say
+    a file is unchanged. A write changes mtime and ctime; a copy over it, even one that restores
+    the old mtime, changes ctime; a new file has a new inode."""
+    ids = {}
+    for name in ("train.bin", "val.bin"):
+        path = os.path.join(data_dir, name)
+        data.n_tokens(path)  # one line for a missing, empty or odd-length file
+        st = os.stat(path)
+        ids[name] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    return ids
+
+
+def why_rescan(data_dir, ids):
+    """-> (the scan recorded for files of identity ids, None) or (None, why it cannot be used)."""
+    path = os.path.join(data_dir, SCAN_RECORD)
+    try:
+        with open(path) as f:
+            record = json.load(f)
+        files, scan = record["files"], record["scan"]
+    except FileNotFoundError:
+        return None, "no record of them yet"
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return None, f"{SCAN_RECORD} is unreadable ({e.__class__.__name__})"
+    if not (isinstance(files, dict) and isinstance(scan, dict) and SCAN_KEYS <= scan.keys()):
+        return None, f"{SCAN_RECORD} is unreadable (not a record of scan_bins)"
+    for name, now in ids.items():
+        was = files.get(name)
+        if was != now:
+            was = was if isinstance(was, list) and len(was) == len(now) else [None] * len(now)
+            changed = [k for k, a, b in zip(IDENTITY, was, now) if a != b]
+            return None, f"{name}'s {', '.join(changed)} changed since {SCAN_RECORD}"
+    return scan, None
+
+
+def recorded_scan(data_dir, racy_s=2.0):
+    """data.scan_bins(data_dir), read whole only when a split's identity (file_identity) differs
+    from the one recorded in data_dir/scan.json, with a line saying why and one with the rate; then
+    recorded. subtle: a file modified less than racy_s before its hash is not recorded (git's
+    "racily clean"): a second write within its mtime's resolution would leave the identity
+    unchanged."""
+    ids = file_identity(data_dir)
+    key = (os.path.realpath(data_dir), json.dumps(ids))
+    scan, why = _hashed.get(key), None
+    if scan is None:
+        scan, why = why_rescan(data_dir, ids)
+    if scan is not None:
+        return scan
+    n = sum(size // 2 for size, *_ in ids.values())
+    say(f"hashing {data_dir} ({n:,} tokens: {why})")
+    t0 = time.time()
+    with Progress(f"hashing {data_dir}", n) as bar:
+        scan = data.scan_bins(data_dir, bar=bar)
+    dt = time.time() - t0
+    _hashed[key] = scan
+    say(f"hashed {n:,} tokens in {dt:.1f} s ({si(n / max(dt, 1e-9))} tokens/s)")
+    newest = max(mtime for _, mtime, *_ in ids.values())
+    if file_identity(data_dir) == ids and newest < (t0 - racy_s) * 1e9:  # unchanged while read
+        path = os.path.join(data_dir, SCAN_RECORD)
+        try:
+            atomic_write(path, lambda f: json.dump({"files": ids, "scan": scan}, f), "w")
+        except OSError as e:
+            say(f"note: cannot write {path} ({e.strerror or e}): the next start reads "
+                f"{data_dir} whole again")
+    return scan
+
+
+# -----------------------------------------------------------------------------
+# python -m services.index
 
 
 @dataclass
@@ -157,7 +275,7 @@ def main(argv=None):
     try:
         argv = sys.argv[1:] if argv is None else argv
         a = parse(AnalyzeConfig, argv, "-m services.index", analyzer.__doc__.split("\n")[1])
-        data_dir = corpus_dir(a.data_dir)
+        data_dir = data.corpus_dir(a.data_dir)
         index_dir = a.index_dir or os.path.join(data_dir, "index")
         names = a.metrics.split(",")
         built = ensure_index(os.path.join(data_dir, "train.bin"), a.block_size, names, index_dir,

@@ -34,7 +34,6 @@ try:
 except ImportError:  # Windows: the lock file's exclusive creation is the lock
     fcntl = None
 
-from support.bins import scan_bins
 from support.files import atomic_write
 
 
@@ -118,12 +117,6 @@ def resume_command(out_dir):
     local, world = int(os.environ["LOCAL_WORLD_SIZE"]), int(os.environ["WORLD_SIZE"])
     nodes = "--standalone" if world == local else f"--nnodes={world // local} <rendezvous flags>"
     return f"torchrun {nodes} --nproc_per_node={local} {args}"
-
-
-def corpus_fingerprint(data_dir, meta):
-    """The corpus's content hash, which a resume checks: meta.json's, or for a nanoGPT directory
-    without one, hashed once and recorded beside it (support/bins.py)."""
-    return meta.get("fingerprint") or scan_bins(data_dir)["fingerprint"]
 
 
 # flags that may differ on --resume: where and how this process runs and what it prints

@@ -7,12 +7,11 @@ saving), seen wherever the output goes: tqdm's bar in a terminal; when stdout is
     sorting and saving vocab_rarity (70,000,000 samples): 5 s so far
 
 But:
-- a single long call (a sort, a save) cannot say how far it is: `ticking` says that it still runs,
-  from a thread, at the same interval;
+- a single long call (a sort, a save) cannot say how far it is: a Progress without a total says
+  that it still runs, from a thread, at the same interval; a pass speaks from its updates;
 - lines go to stdout, flushed, so a log file holds them in order with the run's other lines.
 """
 
-import contextlib
 import sys
 import threading
 import time
@@ -23,11 +22,7 @@ INTERVAL = 5.0  # seconds between two lines when stdout is not a terminal (tests
 # subtle: when the last line was printed, by any phase: a phase that starts 4 s after a line of
 # the one before it speaks after 1 s more, not 5 (the silence between two lines stays <= INTERVAL)
 _last_line = [time.perf_counter()]
-
-
-def in_terminal():
-    """True when a bar is seen: stdout and stderr (tqdm's) are both terminals."""
-    return sys.stdout.isatty() and sys.stderr.isatty()
+si = tqdm.format_sizeof  # a count in a few characters: 1234567 -> 1.23M, 950 -> 950
 
 
 def say(line):
@@ -36,69 +31,51 @@ def say(line):
     _last_line[0] = time.perf_counter()
 
 
-def si(x):
-    """A count in a few characters: 1234567 -> 1.23M, 950 -> 950."""
-    return tqdm.format_sizeof(x)
-
-
 class Progress:
-    """A pass over total units: update(n) after each piece; close() -> seconds it took.
-    Not a terminal, total 4e9, 1.2e9 done after 4 s -> 'hashing d: 1.20G of 4.00G tokens (30%),
-    300M tokens/s, 9 s left' (once INTERVAL has passed since the last line)."""
+    """A pass over total units (update(n) after each piece), or one long call (total 0), as a
+    context. Not a terminal, total 4e9, 1.2e9 done after 4 s -> 'hashing d: 1.20G of 4.00G tokens
+    (30%), 300M tokens/s, 9 s left'; total 0, after 5 s -> 'sorting: 5 s so far'."""
 
-    def __init__(self, desc, total, unit="tokens", verbose=True):
-        self.desc, self.total, self.unit, self.done = desc, total, unit, 0
-        self.lines = verbose and not in_terminal()  # else the bar (or nothing: verbose=False)
-        self.bar = tqdm(total=total, desc=desc, unit=unit[:3], unit_scale=True,
-                        disable=not verbose or self.lines)
-        self.t0 = time.perf_counter()
+    def __init__(self, desc, total=0, verbose=True):
+        self.desc, self.total, self.done, self.t0 = desc, total, 0, time.perf_counter()
+        terminal = sys.stdout.isatty() and sys.stderr.isatty()  # tqdm's bar goes to stderr
+        self.lines = verbose and not terminal  # else the bar (or nothing: verbose=False)
+        self.bar = tqdm(total=total, desc=desc, unit="tok", unit_scale=True,
+                        disable=not (verbose and terminal and total))
+        self.done_event = threading.Event()
+        self.ticker = threading.Thread(target=self.tick, daemon=True)
+        # subtle: a pass (total > 0) speaks from update(), so no thread runs while workers fork
+        if self.lines and not total:
+            self.ticker.start()
 
     def update(self, n):
         self.done += n
         self.bar.update(n)
-        now = time.perf_counter()
-        if self.lines and now - _last_line[0] >= INTERVAL:
-            say(self.line(now - self.t0))
+        if self.lines and time.perf_counter() - _last_line[0] >= INTERVAL:
+            say(self.line())
 
-    def line(self, elapsed):
-        """'desc: done of total unit (pct), rate unit/s, left s left' after elapsed seconds."""
-        rate = self.done / max(elapsed, 1e-9)  # units per second so far
+    def tick(self):
+        """From the thread: a line whenever INTERVAL has passed since the last line."""
+        # subtle: a wait of 0 would spin
+        while not self.done_event.wait(max(_last_line[0] + INTERVAL - time.perf_counter(), 0.01)):
+            if time.perf_counter() - _last_line[0] >= INTERVAL:
+                say(self.line())
+
+    def line(self):
+        """'desc: done of total tokens (pct), rate tokens/s, left s left', or 'desc: s so far'."""
+        elapsed = time.perf_counter() - self.t0
+        if not self.total:
+            return f"{self.desc}: {elapsed:.0f} s so far"
+        rate = self.done / max(elapsed, 1e-9)  # tokens per second so far
         left = (self.total - self.done) / rate if rate else float("inf")
-        pct = 100 * self.done / max(self.total, 1)
-        return (f"{self.desc}: {si(self.done)} of {si(self.total)} {self.unit} ({pct:.0f}%), "
-                f"{si(rate)} {self.unit}/s, {left:.0f} s left")
-
-    def close(self):
-        self.bar.close()
-        return time.perf_counter() - self.t0
+        return (f"{self.desc}: {si(self.done)} of {si(self.total)} tokens "
+                f"({100 * self.done / self.total:.0f}%), {si(rate)} tokens/s, {left:.0f} s left")
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        self.close()
-
-
-@contextlib.contextmanager
-def ticking(desc, verbose=True):
-    """Around one long call that reports nothing while it runs (a sort, a save): when stdout is not
-    a terminal, 'desc: 5 s so far' every INTERVAL seconds until it ends (a short call says
-    nothing). In a terminal, nothing (as tqdm shows no bar for it)."""
-    if not verbose or in_terminal():
-        yield
-        return
-    t0 = time.perf_counter()
-    done = threading.Event()
-
-    def tick():  # subtle: a wait of 0 would spin
-        while not done.wait(max(_last_line[0] + INTERVAL - time.perf_counter(), 0.01)):
-            if time.perf_counter() - _last_line[0] >= INTERVAL:
-                say(f"{desc}: {time.perf_counter() - t0:.0f} s so far")
-
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
-        yield
-    finally:
-        done.set()
-        ticker.join()
+        self.done_event.set()
+        if self.ticker.is_alive():
+            self.ticker.join()
+        self.bar.close()

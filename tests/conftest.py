@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from support import prepare
+import data
 
 
 @pytest.fixture(scope="session")
@@ -16,7 +16,7 @@ def corpus(tmp_path_factory):
         lines = [f"the {rng.choice(animals)} sat on the {rng.choice(things)}." if rng.random() < 0.8
                  else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}" for _ in range(300)]
         (d / f"doc{k}.txt").write_text("\n".join(lines))
-    prepare.prepare([str(d)], str(d / "prepared"), block_size=16, verbose=False)
+    data.prepare([str(d)], str(d / "prepared"), block_size=16, verbose=False)
     return str(d / "prepared")
 
 
@@ -32,7 +32,7 @@ def domain_corpus(tmp_path_factory):
                      if name == "prose" else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}"
                      for _ in range(120)]
             (d / name / f"{k}.txt").write_text("\n".join(lines))
-    prepare.prepare(out_dir=str(d / "prepared"), block_size=16, verbose=False,
+    data.prepare(out_dir=str(d / "prepared"), block_size=16, verbose=False,
                  domains={"prose": [str(d / "prose")], "code": [str(d / "code")]})
     return str(d / "prepared")
 

@@ -1,4 +1,5 @@
-"""analyzer.py: metric values against direct numpy, the sorted index, workers, stale or damaged indexes, errors."""
+"""analyzer.py: metric values against direct numpy, the sorted index; services/index.py: workers, stale or
+damaged indexes, errors, progress lines."""
 
 import json
 import os
@@ -26,15 +27,18 @@ def corpus(tmp_path):
     rng = np.random.default_rng(0)
     ids, p = np.array([1, 2, 3, 4, 5, 6, 8, data.EOT]), [.3, .2, .15, .1, .1, .05, .05, .05]
     tokens = rng.choice(ids, 8001, p=p).astype(np.uint16)
-    path = tmp_path / "train.bin"
-    tokens.tofile(path)
-    return str(path), tokens
+    tokens.tofile(tmp_path / "train.bin")
+    return str(tmp_path / "train.bin"), tokens
+
+
+def ensure(path, T, names, d, **kwargs):
+    return index_cache.ensure_index(path, T, names, str(d), **{"num_workers": 1, **kwargs})
 
 
 def test_vocab_rarity_equals_direct_numpy(corpus, tmp_path):
     path, tokens = corpus
     T = 16
-    index = index_cache.ensure_index(path, T, ["vocab_rarity"], str(tmp_path / "index"), 1, verbose=False)["vocab_rarity"]
+    index = ensure(path, T, ["vocab_rarity"], tmp_path / "index", verbose=False)["vocab_rarity"]
     counts = np.bincount(tokens).astype(np.float64)  # vocabulary = ids 0..256 (max id + 1, no meta.json)
     assert len(counts) == 257
     counts[counts == 0] = 1
@@ -43,79 +47,73 @@ def test_vocab_rarity_equals_direct_numpy(corpus, tmp_path):
     want = np.array([-np.log(p[tokens[i * T : i * T + T + 1]]).sum() for i in range(N)])
     assert index["sample_to_metric"].dtype == np.float64 and len(want) == N
     np.testing.assert_allclose(index["sample_to_metric"], want, rtol=1e-12)
-    # a token absent from train counts as 1 occurrence
-    total = len(tokens) + 257 - 8  # 249 absent ids count 1 each
+    np.testing.assert_allclose(analyzer.metric_index(path, T)["sample_to_metric"], want, rtol=1e-12)  # in memory
+    total = len(tokens) + 257 - 8  # a token absent from train counts as 1 occurrence: 249 absent ids count 1 each
     neg_log_p = analyzer.unigram_neg_log_p(np.bincount(tokens))
     assert analyzer.vocab_rarity(np.array([[7]]), neg_log_p)[0] == pytest.approx(-np.log(1 / total))
 
 
-def test_vocab_rarity_worked_example():
-    neg_log_p = analyzer.unigram_neg_log_p(np.array([3, 1]))  # p = [0.75, 0.25]
+def test_worked_examples_of_the_metrics():
+    """vocab_rarity with p = [0.75, 0.25]; num_docs counts EOTs; compression is len(zlib.compress(its bytes)) / (T+1),
+    EOT as 0, and ranks repetition easy."""
+    neg_log_p = analyzer.unigram_neg_log_p(np.array([3, 1]))
     assert neg_log_p.tolist() == pytest.approx([0.2877, 1.3863], abs=1e-4)
-    assert (analyzer.vocab_rarity(np.array([[0, 1], [1, 1]]), neg_log_p).tolist()
-            == pytest.approx([1.674, 2.773], abs=1e-3))
+    assert analyzer.vocab_rarity(np.array([[0, 1], [1, 1]]), neg_log_p).tolist() == pytest.approx([1.674, 2.773], abs=1e-3)
     assert analyzer.unigram_neg_log_p(np.array([3, 0]))[1] == pytest.approx(-np.log(1 / 4))  # a zero count counts 1
-
-
-def test_num_docs_worked_example():
     assert analyzer.num_docs(np.array([[5, data.EOT, 7, data.EOT], [1, 2, 3, 4]]), None).tolist() == [3, 1]
-
-
-
-def test_compression_is_zlibs_size_per_byte_and_ranks_repetition_easy():
-    """The worked example; a window's score is len(zlib.compress(its bytes)) / (T+1), EOT as 0."""
-    rng = np.random.default_rng(0)
-    varied = rng.integers(0, 256, (1, 129))
+    varied = np.random.default_rng(0).integers(0, 256, (1, 129))
     text = np.frombuffer(b"the cat sat on the mat. " * 6, dtype=np.uint8)[:129][None].astype(np.int64)
     with_eot = text.copy()
     with_eot[0, 5] = data.EOT
     scores = analyzer.compression(np.concatenate([text, varied, with_eot]), None)
     assert analyzer.compression(np.full((1, 64), 97), None).tolist() == [0.1875]
-    expected = [len(zlib.compress(bytes(row))) / 129 for row in
-                (text[0].tolist(), varied[0].tolist(), [0 if t == data.EOT else t for t in with_eot[0]])]
-    assert scores.tolist() == expected
+    assert scores.tolist() == [len(zlib.compress(bytes(row))) / 129 for row in
+                               (text[0].tolist(), varied[0].tolist(), [0 if t == data.EOT else t for t in with_eot[0]])]
     assert scores[0] < 0.5 < 1 < scores[1]  # repeated prose is easy, random bytes hard
 
-def test_sorted_index_consistent(corpus, tmp_path):
-    path, _ = corpus
-    idx = index_cache.ensure_index(path, 8, ["num_docs"], str(tmp_path / "index"), 1, verbose=False)["num_docs"]
-    s2m, i2s, i2m = (np.asarray(idx[k]) for k in ("sample_to_metric", "index_to_sample", "index_to_metric"))
-    assert sorted(i2s.tolist()) == list(range(len(s2m)))  # a permutation
-    assert np.array_equal(i2m, s2m[i2s]) and (np.diff(i2m) >= 0).all()
-    ties = np.diff(i2m) == 0
-    assert (np.diff(i2s)[ties] > 0).all()  # equal metrics keep id order (stable)
-    assert analyzer.sort_index(np.array([5.0, 1.0, 3.0]))[0].tolist() == [1, 2, 0]
 
-
-def test_one_and_several_workers_agree(corpus, tmp_path):
-    path, _ = corpus
+def test_one_and_several_workers_agree_and_count_as_one_pass(corpus, tmp_path):
+    """21 jobs of 100 windows (400 tokens) in 1 or 3 processes: the same arrays, sorted stably; the counts equal one
+    pass's."""
+    path, tokens = corpus
     names = ["vocab_rarity", "num_docs"]
-    analyzer.build_index(path, 4, names, str(tmp_path / "a"), num_workers=1, shard=100, verbose=False)
-    analyzer.build_index(path, 4, names, str(tmp_path / "b"), num_workers=3, shard=100, verbose=False)
-    for name in names:
-        a, b = analyzer.load_index(str(tmp_path / "a"), name), analyzer.load_index(str(tmp_path / "b"), name)
-        assert all(np.array_equal(a[k], b[k]) for k in analyzer.KEYS)
+    for d, workers in (("a", 1), ("b", 3)):
+        index_cache.build_index(path, 4, names, str(tmp_path / d), num_workers=workers, shard=100, verbose=False)
+    a, b = (index_cache.load_index(str(tmp_path / d), 4, names) for d in "ab")
+    assert all(np.array_equal(a[n][k], b[n][k]) for n in names for k in analyzer.KEYS)
+    s2m, i2s, i2m = (np.asarray(a["num_docs"][k]) for k in analyzer.KEYS)  # many ties
+    assert sorted(i2s.tolist()) == list(range(len(s2m))) and np.array_equal(i2m, s2m[i2s])  # a permutation
+    assert (np.diff(i2m) >= 0).all() and (np.diff(i2s)[np.diff(i2m) == 0] > 0).all()  # ties keep id order (stable)
+    assert analyzer.sort_index(np.array([5.0, 1.0, 3.0]))[0].tolist() == [1, 2, 0]
+    np.testing.assert_allclose(a["vocab_rarity"]["sample_to_metric"], analyzer.metric_index(path, 4)["sample_to_metric"])
+    assert np.array_equal(analyzer.unigram_counts(path), np.bincount(tokens))  # 257 ids: max id + 1, no meta.json
+    json.dump({"vocab_size": 300}, open(tmp_path / "meta.json", "w"))
+    assert np.array_equal(analyzer.unigram_counts(path), np.bincount(tokens, minlength=300))
+    json.dump({"vocab_size": 200}, open(tmp_path / "meta.json", "w"))  # ids up to 256: never fewer counts than ids
+    assert np.array_equal(analyzer.unigram_counts(path), np.bincount(tokens))  # (data.load_meta refuses it to train.py)
 
 
 def test_stale_index_rebuilt_and_one_kept_per_block_size(corpus, tmp_path, capsys):
     """Alternating two block sizes rebuilt the index each time (one index per metric evicted the
-    other's); now each block size has its own, and other data is still rebuilt with a note."""
+    other's); now each block size has its own, and other data is still rebuilt with a note. A build says
+    its time and rate."""
     path, tokens = corpus
-    d = str(tmp_path / "index")
-    first = np.asarray(index_cache.ensure_index(path, 16, ["vocab_rarity"], d, 1)["vocab_rarity"]["sample_to_metric"])
-    capsys.readouterr()
-    index_cache.ensure_index(path, 16, ["vocab_rarity"], d, num_workers=1)
+    d = tmp_path / "index"
+    first = np.asarray(ensure(path, 16, ["vocab_rarity"], d)["vocab_rarity"]["sample_to_metric"])
+    built = re.escape(index_cache.slot(str(d), 16, "vocab_rarity"))  # a first build: no note, one line
+    assert re.fullmatch(rf"built index vocab_rarity in {built}: 8,001 tokens in [\d.]+ s \([\d.]+\w? tokens/s\)\n",
+                        capsys.readouterr().out)
+    ensure(path, 16, ["vocab_rarity"], d)
     assert "built" not in capsys.readouterr().out  # fresh: loaded as it is
-    other = index_cache.ensure_index(path, 32, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]  # another block size
+    other = ensure(path, 32, ["vocab_rarity"], d)["vocab_rarity"]  # another block size
     out = capsys.readouterr().out
     assert "rebuilding" not in out and "built index vocab_rarity" in out
     assert len(other["sample_to_metric"]) == (len(tokens) - 1) // 32
-    kept = index_cache.ensure_index(path, 16, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
+    kept = ensure(path, 16, ["vocab_rarity"], d)["vocab_rarity"]
     assert capsys.readouterr().out == "" and np.array_equal(kept["sample_to_metric"], first)  # not evicted
     time.sleep(0.01)
-    extra = np.concatenate([tokens[:100][::-1], tokens[100:]])  # other data, same size
-    extra.tofile(path)
-    again = np.asarray(index_cache.ensure_index(path, 16, ["vocab_rarity"], d, 1)["vocab_rarity"]["sample_to_metric"])
+    np.concatenate([tokens[:100][::-1], tokens[100:]]).tofile(path)  # other data, same size
+    again = np.asarray(ensure(path, 16, ["vocab_rarity"], d)["vocab_rarity"]["sample_to_metric"])
     assert "rebuilding" in capsys.readouterr().out and not np.array_equal(again, first)
 
 
@@ -131,48 +129,34 @@ def test_a_changed_metric_function_gets_its_own_index(corpus, tmp_path, capsys, 
     """The metric's code is part of what an index describes: same name and data, new function, a new
     index beside the old one (kept for a return to the old function)."""
     path, tokens = corpus
-    d = str(tmp_path / "index")
+    d = tmp_path / "index"
     monkeypatch.setitem(analyzer.METRICS, "m", _first_token)
-    first = index_cache.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
+    first = ensure(path, 16, ["m"], d)["m"]["sample_to_metric"]
     assert np.array_equal(first, tokens[:-1:16][: len(first)])
     capsys.readouterr()
     monkeypatch.setitem(analyzer.METRICS, "m", _last_token)
-    again = index_cache.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
+    again = ensure(path, 16, ["m"], d)["m"]["sample_to_metric"]
     assert np.array_equal(again, tokens[16::16][: len(again)])
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 1 and out[0].startswith(f"built index m in {index_cache.slot(d, 16, 'm')}: ")
+    assert len(out) == 1 and out[0].startswith(f"built index m in {index_cache.slot(str(d), 16, 'm')}: ")
     monkeypatch.setitem(analyzer.METRICS, "m", _first_token)
-    back = index_cache.ensure_index(path, 16, ["m"], d, num_workers=1)["m"]["sample_to_metric"]
+    back = ensure(path, 16, ["m"], d)["m"]["sample_to_metric"]
     assert capsys.readouterr().out == "" and np.array_equal(back, first)
     typed = {}  # functions without a source file (a REPL's): their compiled code tells them apart
     exec("def first(s, p): return s[:, 0]\ndef last(s, p): return s[:, -1]", typed)
     assert index_cache.metric_code(typed["first"]) != index_cache.metric_code(typed["last"])
 
 
-def test_unknown_metric_and_cli_errors(corpus, tmp_path):
-    path, _ = corpus
-    with pytest.raises(ValueError, match="unknown metric 'perplexity'; known: vocab_rarity, num_docs"):
-        index_cache.ensure_index(path, 16, ["perplexity"], str(tmp_path / "i"))
-    cli = [sys.executable, "-m", "services.index", f"--data_dir={tmp_path}"]
-    r = subprocess.run(cli + ["--metrics=nope"], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "unknown metric 'nope'" in r.stderr
-    r = subprocess.run(cli + ["--block_size=100000"], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "fewer than block_size+1" in r.stderr
-    assert not os.path.exists(tmp_path / "index")
-
-
-def _damage(d, target, how):
-    """Spoil one file of the index in d (how: truncate, garbage, empty, delete, keys, float32, int32)."""
-    path = os.path.join(d, target if target == "info.json" else target + ".npy")
+def _damage(path, how):
+    """Spoil one file of an index (how: truncate, garbage, empty, delete, keys, float32, int32)."""
     raw = open(path, "rb").read()
-    new = {"truncate": raw[: len(raw) // 2], "garbage": np.random.default_rng(1).bytes(len(raw)), "empty": b"",
-           "keys": b'{"a": 1}'}.get(how)
     if how == "delete":
         os.remove(path)
     elif how in ("float32", "int32"):
         np.save(path, np.load(path).astype(how))
     else:
-        open(path, "wb").write(new)
+        open(path, "wb").write({"truncate": raw[: len(raw) // 2], "garbage": np.random.default_rng(1).bytes(len(raw)),
+                                "empty": b"", "keys": b'{"a": 1}'}[how])
 
 
 @pytest.mark.parametrize("target, how, why", [
@@ -189,34 +173,29 @@ def _damage(d, target, how):
     ("info.json", "delete", "info.json is missing"),
 ])
 def test_damaged_index_rebuilt_with_one_line(corpus, tmp_path, capsys, target, how, why):
-    path, _ = corpus
-    d = str(tmp_path / "index")
-    clean = index_cache.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
-    clean = {k: np.array(v) for k, v in clean.items()}
+    d = tmp_path / "index"
+    clean = {k: np.array(v) for k, v in ensure(corpus[0], 64, ["vocab_rarity"], d)["vocab_rarity"].items()}
     capsys.readouterr()
-    where = os.path.join(index_cache.slot(d, 64, "vocab_rarity"), "vocab_rarity")
-    _damage(where, target, how)
-    index = index_cache.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)["vocab_rarity"]
+    where = os.path.join(index_cache.slot(str(d), 64, "vocab_rarity"), "vocab_rarity")
+    _damage(os.path.join(where, target if target == "info.json" else target + ".npy"), how)
+    index = ensure(corpus[0], 64, ["vocab_rarity"], d)["vocab_rarity"]
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and out[0].startswith(f"index {where}: ")
     assert why in out[0] and out[0].endswith("; rebuilding") and out[1].startswith("built index vocab_rarity")
     for k in analyzer.KEYS:
         assert np.array_equal(index[k], clean[k]) and index[k].dtype == clean[k].dtype
-    index_cache.ensure_index(path, 64, ["vocab_rarity"], d, num_workers=1)
+    ensure(corpus[0], 64, ["vocab_rarity"], d)
     assert capsys.readouterr().out == ""  # the rebuilt index is whole: loaded as it is
 
 
-def test_first_build_has_no_note_and_a_nan_metric_is_refused(corpus, tmp_path, capsys, monkeypatch):
-    path, _ = corpus
-    index_cache.ensure_index(path, 64, ["num_docs"], str(tmp_path / "index"), num_workers=1)
-    built = index_cache.slot(str(tmp_path / "index"), 64, "num_docs")
-    out = capsys.readouterr().out.splitlines()
-    assert len(out) == 1 and re.fullmatch(rf"built index num_docs in {re.escape(built)}: 8,001 tokens in [\d.]+ s "
-                                          r"\([\d.]+\w? tokens/s\)", out[0]), out
+def test_a_nan_metric_is_refused(corpus, tmp_path, monkeypatch):
     monkeypatch.setitem(analyzer.METRICS, "nan", lambda s, counts: np.where(s[:, 0] == 1, np.nan, 0.0))
-    with pytest.raises(ValueError, match=r"metric nan gave NaN for \d+ samples \(first: \d+\); make it return numbers"):
-        index_cache.ensure_index(path, 64, ["nan"], str(tmp_path / "index"), num_workers=1)
+    nan = r"metric nan gave NaN for \d+ samples \(first: \d+\); make it return numbers"
+    with pytest.raises(ValueError, match=nan):
+        ensure(corpus[0], 64, ["nan"], tmp_path / "index")
     assert not os.path.exists(os.path.join(index_cache.slot(str(tmp_path / "index"), 64, "nan"), "nan"))
+    with pytest.raises(ValueError, match=nan):  # the demos' index in memory too
+        analyzer.metric_index(corpus[0], 64, "nan")
 
 
 def _dispositions(_):
@@ -238,11 +217,8 @@ _RACE = """
 import signal, sys, time
 import multiprocessing as mp
 from support import pool
-
 started = mp.get_context("fork").Value("i", 0)
 real = pool._worker_signals
-
-
 def late_initializer():  # the second worker to start is slow to reach the real initializer
     with started.get_lock():
         started.value += 1
@@ -250,8 +226,6 @@ def late_initializer():  # the second worker to start is slow to reach the real 
     if n == 2:
         time.sleep(2)
     real()
-
-
 pool._worker_signals = late_initializer
 signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as launch.process installs
 for _ in pool.parallel_map(abs, range(8), 2):
@@ -260,6 +234,7 @@ print("joined")
 """
 
 
+@pytest.mark.slow
 def test_a_sigterm_before_the_workers_initializer_still_stops_it():
     """Deterministic form of a hang seen in the suite: terminate()'s SIGTERM reached a worker before
     its initializer reset the noting handler it inherited; it lived on, the parent hung in join."""
@@ -274,55 +249,58 @@ def test_a_sigterm_before_the_workers_initializer_still_stops_it():
     assert out.strip() == "joined" and r.returncode == 0
 
 
-def test_unigram_counts_in_chunks_and_workers(corpus, tmp_path):
-    path, tokens = corpus
-    want = np.bincount(tokens)  # 257 ids: max id + 1 without a meta.json
-    assert np.array_equal(analyzer.unigram_counts(path), want)
-    assert np.array_equal(analyzer.unigram_counts(path, num_workers=2, chunk=1000), want)  # 9 jobs, 2 processes
-    json.dump({"vocab_size": 300}, open(tmp_path / "meta.json", "w"))
-    assert np.array_equal(analyzer.unigram_counts(path), np.bincount(tokens, minlength=300))
-    json.dump({"vocab_size": 200}, open(tmp_path / "meta.json", "w"))  # ids up to 256: never fewer counts than ids
-    assert np.array_equal(analyzer.unigram_counts(path), want)  # (data.load_meta refuses such a corpus to train.py)
-
-
 def test_import_is_light():
-    """train.py --help imports the analyzer: it must not pull in torch."""
-    r = subprocess.run([sys.executable, "-c", "import sys, analyzer; print('torch' in sys.modules)"], cwd=ROOT,
-                       capture_output=True, text=True)
-    assert r.stdout.strip() == "False", r.stderr
+    """train.py --help imports the analyzer: it must not pull in torch; nor does it import the project's plumbing."""
+    code = ("import sys, analyzer; print('torch' in sys.modules, "
+            "sorted(m for m in sys.modules if m.startswith(('support', 'services'))))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.stdout.strip() == "False []", r.stderr
 
 
-def test_the_command_line_says_the_index_is_up_to_date(domain_corpus, tmp_path, capsys):
-    """python -m services.index on a built index says so (python analyzer.py printed nothing)."""
+def test_the_command_line_says_the_index_is_up_to_date_or_what_is_wrong_in_one_line(domain_corpus, tmp_path, capsys):
+    """python -m services.index on a built index says so; an unknown metric or a corpus too short is one line."""
     args = [f"--data_dir={domain_corpus}", "--block_size=16", f"--index_dir={tmp_path}", "--num_workers=1"]
     index_cache.main(args)
     capsys.readouterr()
     index_cache.main(args)
     n = len(data.SampleWindows(os.path.join(domain_corpus, "train.bin"), 16))
     where = os.path.join(index_cache.slot(str(tmp_path), 16, "vocab_rarity"), "vocab_rarity")
-    assert capsys.readouterr().out == (f"index {where}: {n:,} samples of 16+1 tokens, "
-                                       "up to date\n")
+    assert capsys.readouterr().out == f"index {where}: {n:,} samples of 16+1 tokens, up to date\n"
+    with pytest.raises(ValueError, match=f"unknown metric 'perplexity'; known: {', '.join(analyzer.METRICS)}$"):
+        index_cache.ensure_index(os.path.join(domain_corpus, "train.bin"), 16, ["perplexity"], str(tmp_path / "i"))
+    cli = [sys.executable, "-m", "services.index", f"--data_dir={domain_corpus}", f"--index_dir={tmp_path / 'i'}"]
+    for flag, want in (("--metrics=nope", "unknown metric 'nope'"), ("--block_size=100000", "fewer than block_size+1")):
+        r = subprocess.run(cli + [flag], capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and want in r.stderr
+    assert not os.path.exists(tmp_path / "i")
+
+
+PIPED = """
+import sys, time
+import analyzer, data
+from services import index
+from services import index as bins
+from support import progress
+progress.INTERVAL = 0
+sort = analyzer.sort_index
+analyzer.sort_index = lambda v: time.sleep(0.3) or sort(v)  # a long sort
+data.load_meta(sys.argv[1], 300, bins.recorded_scan)  # a nanoGPT directory: hashed
+index.main([f"--data_dir={sys.argv[1]}", "--block_size=16", "--num_workers=1"])
+"""
 
 
 def test_progress_lines_when_stdout_is_a_pipe(tmp_path):
     """With stdout a pipe (nohup, a scheduler, | tee) tqdm's bars vanish: each long phase (hashing, counting,
     scoring, sorting and saving) prints lines with what is done, the rate and the time left; the build ends with
-    its total time and rate. Here every update prints (INTERVAL = 0)."""
+    its total time and rate. Here every update prints (INTERVAL = 0), and the thread speaks during the sort."""
     rng = np.random.default_rng(0)
     rng.integers(0, 300, 40_000, dtype=np.uint16).tofile(tmp_path / "train.bin")  # a nanoGPT directory
     rng.integers(0, 300, 5_000, dtype=np.uint16).tofile(tmp_path / "val.bin")
-    code = ("import sys, time; import analyzer; from support import bins, progress; from services import index; progress.INTERVAL = 0; "
-            "sort = analyzer.sort_index; analyzer.sort_index = lambda v: time.sleep(0.3) or sort(v); "  # a long sort
-            "bins.nanogpt_meta(sys.argv[1], 300); "
-            "index.main([f'--data_dir={sys.argv[1]}', '--block_size=16', '--num_workers=1'])")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=root, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
-    rate = r"[\d.]+\w? tokens/s"
+    r = subprocess.run([sys.executable, "-c", PIPED, str(tmp_path)], cwd=ROOT,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == "", r.stderr  # no bar: stderr is a pipe too
+    out, rate = r.stdout, r"[\d.]+\w? tokens/s"
     for phase in ("hashing .*", "counting tokens", "scoring vocab_rarity"):
         assert re.search(rf"^{phase}: [\d.]+\w? of [\d.]+\w? tokens \(\d+%\), {rate}, \d+ s left$", out, re.M), out
     assert re.search(r"^sorting and saving vocab_rarity \(2,499 samples\): 0 s so far$", out, re.M), out
     assert re.search(rf"^built index vocab_rarity in .*: 40,000 tokens in [\d.]+ s \({rate}\)$", out, re.M), out
-    assert r.stderr == ""  # no bar: stderr is a pipe too

@@ -1,5 +1,6 @@
 """data.py: tokenizer, sample windows, the by-file split, domains, the Python-installation corpus, streaming,
-skipped inputs, all-or-nothing writes, nanoGPT format, vocabulary and size checks, fingerprints, bad input."""
+skipped inputs, all-or-nothing writes, nanoGPT format, vocabulary and size checks, fingerprints, bad input; and
+services/index.py, which hashes a nanoGPT directory once and then reads its record."""
 
 import collections
 import hashlib
@@ -17,7 +18,7 @@ import pytest
 
 import data
 from autoscale.domains import window_domains
-from support import bins, corpus, prepare
+from services import index as bins
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,6 +37,10 @@ def docs_of(tokens):
     return [data.decode(parts[0])] + [data.decode(p[1:]) for p in parts[1:]]
 
 
+def both_splits(out):
+    return docs_of(read_split(out, "train")), docs_of(read_split(out, "val"))
+
+
 def write_files(root, files):
     for name, text in files.items():
         path = os.path.join(root, name)
@@ -49,6 +54,10 @@ def snapshot(d):
             for r, _, files in os.walk(d) for f in files}
 
 
+def prepare(src, out, **kwargs):
+    return data.prepare([str(src)], str(out), **{"block_size": 16, "verbose": False, **kwargs})
+
+
 # -----------------------------------------------------------------------------
 # tokenizer and windows
 
@@ -56,22 +65,17 @@ def snapshot(d):
 def test_round_trip_bytes_ids_bytes():
     text = "héllo, wörld\n\tdef f(): return 1 ✓"
     ids = data.encode(text)
-    assert ids.dtype == np.uint16 and ids.max() < 256
-    assert list(data.encode("hi")) == [104, 105]
-    assert data.decode(ids) == text
-    assert data.decode([104, data.EOT, 105]) == "h\ni"  # EOT prints as a newline
+    assert ids.dtype == np.uint16 and ids.max() < 256 and list(data.encode("hi")) == [104, 105]
+    assert data.decode(ids) == text and data.decode([104, data.EOT, 105]) == "h\ni"  # EOT prints as a newline
 
 
 def test_windows_count_and_contents(tmp_path):
     """tokens 0..9, T=3 -> N = (10-1)//3 = 3 windows sharing boundary tokens."""
-    path = tmp_path / "t.bin"
-    np.arange(10, dtype=np.uint16).tofile(path)
-    w = data.SampleWindows(str(path), 3)
-    assert len(w) == 3
-    assert w.get([0, 1, 2]).tolist() == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
-    assert w.get([2, 0]).tolist() == [[6, 7, 8, 9], [0, 1, 2, 3]]
+    np.arange(10, dtype=np.uint16).tofile(tmp_path / "t.bin")
+    w = data.SampleWindows(str(tmp_path / "t.bin"), 3)
+    assert len(w) == 3 and w.get([0, 1, 2]).tolist() == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
+    assert w.get([2, 0]).tolist() == [[6, 7, 8, 9], [0, 1, 2, 3]] and w.get([0]).dtype == np.int64
     assert w.get_range(1, 3).tolist() == [[3, 4, 5, 6], [6, 7, 8, 9]]
-    assert w.get([0]).dtype == np.int64
     assert window_domains(w) is None  # no meta.json beside it
 
 
@@ -83,30 +87,27 @@ def test_prepare_hand_built_corpus_split_by_file(tmp_path):
     """3 files of 300 / 300 / 400 bytes, val_fraction 0.25: val is the first shuffled file (>= 250 bytes), whole."""
     src = tmp_path / "src"
     write_files(src, {"a.txt": "a" * 300, "b.txt": "b" * 300, "c.txt": "c" * 400, ".hidden": "x" * 1000})
-    out = tmp_path / "out"
-    meta = prepare.prepare([str(src)], str(out), val_fraction=0.25, block_size=16, verbose=False)
-    train, val = read_split(out, "train"), read_split(out, "val")
+    meta = prepare(src, tmp_path / "out", val_fraction=0.25)
+    train, val = read_split(tmp_path / "out", "train"), read_split(tmp_path / "out", "val")
     assert len(train) + len(val) == 1000 + 1  # two documents and one EOT in train, one document in val
     assert len(docs_of(val)) == 1 and len(docs_of(train)) == 2 and (val == data.EOT).sum() == 0
     assert sorted(docs_of(train) + docs_of(val)) == ["a" * 300, "b" * 300, "c" * 400]  # whole files, hidden one skipped
-    assert json.loads((out / "meta.json").read_text()) == meta and meta["vocab_size"] == 257
+    assert json.loads((tmp_path / "out" / "meta.json").read_text()) == meta and meta["vocab_size"] == 257
     assert meta["train_tokens"] == len(train) and meta["val_tokens"] == len(val) and meta["max_token_id"] == data.EOT
-    assert "domains" not in meta and window_domains(data.SampleWindows(str(out / "train.bin"), 16)) is None
-    # deterministic, and chunk boundaries change nothing: 7-byte chunks write the same bytes
-    prepare.prepare([str(src / "*.txt")], str(tmp_path / "again"), val_fraction=0.25, block_size=16, verbose=False,
-                 chunk_size=7)
-    assert snapshot(tmp_path / "again") == snapshot(out)
+    assert "domains" not in meta
+    # deterministic, and chunk boundaries change nothing: 7-byte reads (data.read) write the same bytes
+    prepare(src / "*.txt", tmp_path / "again", val_fraction=0.25, chunk_size=7)
+    assert snapshot(tmp_path / "again") == snapshot(tmp_path / "out")
 
 
 def test_one_file_is_cut_like_nanogpt_input_txt(tmp_path):
-    """A domain of one document (e.g. nanoGPT's shakespeare input.txt): train = its first 90%, val = the rest."""
+    """A domain of one document (e.g. nanoGPT's shakespeare input.txt): train = its first 90%, val = the rest, read
+    in chunks from where each part starts (data.read of bytes start..stop-1)."""
     text = "".join(f"line {k}: to be or not to be\n" for k in range(40))  # 1,170 bytes
     (tmp_path / "input.txt").write_text(text)
     for chunk_size in (1 << 20, 7):
-        out = tmp_path / f"out{chunk_size}"
-        meta = prepare.prepare([str(tmp_path / "input.txt")], str(out), block_size=16, verbose=False,
-                            chunk_size=chunk_size)
-        train, val = read_split(out, "train"), read_split(out, "val")
+        meta = prepare(tmp_path / "input.txt", tmp_path / f"out{chunk_size}", chunk_size=chunk_size)
+        train, val = read_split(tmp_path / f"out{chunk_size}", "train"), read_split(tmp_path / f"out{chunk_size}", "val")
         assert len(val) == int(len(text) * 0.1) and data.decode(np.concatenate([train, val])) == text
         assert meta["n_documents"] == 1 and meta["train_tokens"] == len(text) - len(val)
 
@@ -116,22 +117,29 @@ def test_no_content_in_both_splits_and_duplicates_read_once(tmp_path):
     files = {f"d{k}/f{k}.txt": f"<{k}>" + f"text of file {k}. " * (20 + k) for k in range(35)}
     files.update({f"copy{k}.txt": files[f"d{k}/f{k}.txt"] for k in range(5)})  # same content, other names
     write_files(tmp_path / "src", files)
-    meta = prepare.prepare([str(tmp_path / "src")], str(tmp_path / "out"), val_fraction=0.2, block_size=16, verbose=False)
-    train, val = docs_of(read_split(tmp_path / "out", "train")), docs_of(read_split(tmp_path / "out", "val"))
-    assert sorted(train + val) == sorted(set(files.values()))  # 35 documents, each once
-    assert not set(train) & set(val)
+    meta = prepare(tmp_path / "src", tmp_path / "out", val_fraction=0.2)
+    train, val = both_splits(tmp_path / "out")
+    assert sorted(train + val) == sorted(set(files.values())) and not set(train) & set(val)  # 35 documents, once
     assert meta["skipped"] == {"duplicate": 5} and meta["n_documents"] == 35
     val_bytes = sum(map(len, val))
     assert 0.2 * (val_bytes + sum(map(len, train))) <= val_bytes  # val: the shortest prefix reaching 20% of the bytes
 
 
-def test_read_gives_a_document_in_chunks(tmp_path):
-    """b"abcde", size=2 -> [97, 98], [99, 100], [101]; bytes 1..3 of it -> [98, 99], [100]."""
-    (tmp_path / "a.txt").write_bytes(b"abcde")
-    for doc in (corpus.Doc(0, str(tmp_path / "a.txt")), corpus.Doc(0, "text", b"abcde")):
-        assert [c.tolist() for c in corpus.read(doc, size=2)] == [[97, 98], [99, 100], [101]]
-        part = doc._replace(start=1, stop=4)
-        assert [c.tolist() for c in corpus.read(part, size=2)] == [[98, 99], [100]]
+def test_two_documents_split_near_the_asked_fraction_at_a_line_end(tmp_path, capsys):
+    """A corpus that comes as valid.txt and test.txt prepared as two documents, the larger in val: 53% of
+    the bytes in val for --val_fraction=0.1, with no note. Now val's document is cut at a line end."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "valid.txt").write_text("".join(f"line {k} of the valid file\n" for k in range(400)))
+    (tmp_path / "src" / "test.txt").write_text("".join(f"line {k} of the test file, a bit longer\n" for k in range(400)))
+    meta = prepare(tmp_path / "src", tmp_path / "out", verbose=True)
+    out = capsys.readouterr().out
+    assert 0.1 <= meta["val_tokens"] / (meta["train_tokens"] + meta["val_tokens"]) < 0.102  # a line end past 10%
+    val = data.decode(read_split(tmp_path / "out", "val"))
+    assert val.endswith("\n") and val.startswith("line 0 of the ")  # whole lines, from the start of a file
+    assert re.search(r"^note: few documents: whole files would put far more than --val_fraction=0.1 in val, "
+                     r"so .*(valid|test)\.txt is cut at a line end: its first [\d,]+ bytes in val, the other "
+                     r"[\d,]+ in train \(more files avoid it\)$", out, re.M)
+
 
 def held_while_preparing(src, out, monkeypatch):
     """-> (bytes data.prepare holds at its peak, meta), in 64K-token chunks: tracemalloc's peak
@@ -147,11 +155,10 @@ def held_while_preparing(src, out, monkeypatch):
         m.setattr(np, "memmap", memmap)
         tracemalloc.start()
         try:
-            meta = prepare.prepare([src], out, block_size=16, verbose=False, chunk_size=1 << 16)
-            peak = tracemalloc.get_traced_memory()[1]
+            meta = prepare(src, out, chunk_size=1 << 16)
+            return tracemalloc.get_traced_memory()[1] + max(mapped), meta
         finally:
             tracemalloc.stop()
-    return peak + max(mapped), meta
 
 
 def test_prepare_streams_in_chunks(tmp_path, monkeypatch):
@@ -166,13 +173,10 @@ def test_prepare_streams_in_chunks(tmp_path, monkeypatch):
         files = {"big.txt": " ".join(rng.choice(words, 450_000 * k))}
         files.update({f"small{j}.txt": " ".join(rng.choice(words, 8000)) for j in range(20 * k)})
         write_files(tmp_path / f"src{k}", files)
-        size = sum(len(t) for t in files.values())
-        src, out = str(tmp_path / f"src{k}"), str(tmp_path / f"out{k}")
-        peak, meta = held_while_preparing(src, out, monkeypatch)
-        n_docs = 20 * k + 1
-        assert meta["train_tokens"] + meta["val_tokens"] == size + n_docs - 2  # EOTs between docs
+        peak, meta = held_while_preparing(tmp_path / f"src{k}", tmp_path / f"out{k}", monkeypatch)
+        sizes.append(sum(len(t) for t in files.values()))
+        assert meta["train_tokens"] + meta["val_tokens"] == sizes[-1] + 20 * k - 1  # EOTs between 20k+1 docs
         held.append(peak)
-        sizes.append(size)
     assert sizes[0] > 3e6 and sizes[1] > 6e6
     growth = (held[1] - held[0]) / (sizes[1] - sizes[0])
     assert growth < 0.05, f"{growth:.2f} MB per MB ({held[0] / 1e6:.1f}, {held[1] / 1e6:.1f} MB)"
@@ -197,7 +201,7 @@ def fake_python(tmp_path, monkeypatch):
     write_files(site, {"pkg/mod.py": "x = 1\n" * 50, "pkg/tests/test_mod.py": "def test_x():\n    pass\n" * 25,
                        "pkg/copy_of_os.py": "import sys\n" * 40, "pkg/blob.py": b"\x7fELF\x00\x00" * 30})
     paths = {"stdlib": str(lib), "platstdlib": str(lib), "purelib": str(site), "platlib": str(site)}
-    monkeypatch.setattr(corpus.sysconfig, "get_paths", lambda: paths)
+    monkeypatch.setattr(data.sysconfig, "get_paths", lambda: paths)
     return topics
 
 
@@ -205,23 +209,23 @@ def test_standard_library_domains(fake_python, tmp_path):
     """code: os.py, json/decoder.py; tests: test/test_os.py; prose: two topics. val_fraction 0.3 puts one document of
     each domain with two in val; the lone test file is cut, its last 30% in val. An EOT counts to the document before
     it; the last document of a split has none."""
-    meta = prepare.prepare(out_dir=str(tmp_path / "out"), val_fraction=0.3, block_size=16, verbose=False)
+    meta = data.prepare(out_dir=str(tmp_path / "out"), val_fraction=0.3, block_size=16, verbose=False)
     assert meta["domains"] == ["code", "tests", "prose"] and meta["source"] == "stdlib"
     n_code, n_tests = 11 * 40 + 24 * 20, 31 * 15
     n_if, n_for = (len(t) for t in fake_python.values())
     train, val = meta["domain_tokens"]["train"], meta["domain_tokens"]["val"]
     assert [t + v for t, v in zip(train, val)] == [n_code + 2, n_tests + 2, n_if + n_for]
     assert val[1] == int(n_tests * 0.3) + 1 and train[2] in (n_if, n_for) and val[0] - 1 in (11 * 40, 24 * 20)
-    texts = docs_of(read_split(tmp_path / "out", "train")) + docs_of(read_split(tmp_path / "out", "val"))
+    texts = sum(both_splits(tmp_path / "out"), [])
     assert set(fake_python.values()) <= set(texts)  # topics as text, one document each, not the Python literal
     assert not any("not part of" in t or "topics = " in t for t in texts) and len(texts) == 6  # test_os.py in two
 
 
 def test_installed_corpus_dedup_and_split(fake_python, tmp_path):
-    meta = prepare.prepare(out_dir=str(tmp_path / "out"), installed=True, val_fraction=0.3, block_size=16, verbose=False)
+    meta = data.prepare(out_dir=str(tmp_path / "out"), installed=True, val_fraction=0.3, block_size=16, verbose=False)
     assert meta["source"] == "installed" and meta["domains"] == ["code", "tests", "prose"]
     assert meta["skipped"] == {"duplicate": 1, "binary": 1}  # pkg/copy_of_os.py has os.py's content; pkg/blob.py
-    train, val = docs_of(read_split(tmp_path / "out", "train")), docs_of(read_split(tmp_path / "out", "val"))
+    train, val = both_splits(tmp_path / "out")
     assert "x = 1\n" * 50 in train + val and "def test_x():\n    pass\n" * 25 in train + val
     # whole files would put over 60% of code in val (asked: 30%): one is cut at a line end, in two
     assert len(train + val) == meta["n_documents"] + 1 == 8 and not set(train) & set(val)
@@ -241,20 +245,13 @@ def test_user_domains_are_contiguous_and_label_windows(tmp_path):
     assert meta["domains"] == ["a", "b", "other"]
     for split in ("train", "val"):
         w = data.SampleWindows(str(tmp_path / "out" / f"{split}.bin"), 8)
-        tokens, dom = w.get(np.arange(len(w))), window_domains(w)
+        middle, dom = w.get(np.arange(len(w)))[:, 4], window_domains(w)
         assert len(dom) == len(w) and (np.diff(dom.astype(int)) >= 0).all()  # ordered by domain
-        middle = tokens[:, 4]
-        letter = {ord("a"): 0, ord("b"): 1, ord("o"): 2}
         known = middle != data.EOT
-        assert (dom[known] == [letter[t] for t in middle[known]]).all()
+        assert (dom[known] == [{ord("a"): 0, ord("b"): 1, ord("o"): 2}[t] for t in middle[known]]).all()
         off = meta["domain_offsets"][split]
         assert off[-1] == meta[f"{split}_tokens"] and np.diff(off).tolist() == meta["domain_tokens"][split]
     assert meta["domain_tokens"]["val"][:2] != [0, 0]  # each domain with several files gets val documents
-
-
-def test_bad_domain_spec_is_one_line(tmp_path):
-    r = run_cli("--domain", "code", "--out_dir", str(tmp_path / "out"))
-    assert r.returncode != 0 and r.stderr.strip().splitlines() == [r.stderr.strip()] and "NAME=GLOB" in r.stderr
 
 
 # -----------------------------------------------------------------------------
@@ -283,7 +280,7 @@ def test_the_corpus_directory_gets_a_plain_directory_mode(tmp_path):
     write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(4)})
     umask = os.umask(0o027)
     try:
-        prepare.prepare([str(tmp_path / "src")], str(tmp_path / "out"), block_size=16, verbose=False)
+        prepare(tmp_path / "src", tmp_path / "out")
     finally:
         os.umask(umask)
     assert oct(os.stat(tmp_path / "out").st_mode & 0o777) == oct(0o750)
@@ -292,151 +289,137 @@ def test_the_corpus_directory_gets_a_plain_directory_mode(tmp_path):
 def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch):
     write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(6)})
     out = tmp_path / "out"
-    prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    prepare(tmp_path / "src", out)
     (out / "index").mkdir()
     (out / "index" / "info.json").write_text("{}")
     before = snapshot(out)
     write_files(tmp_path / "src", {"new.txt": "a new document " * 50})
-    real_write = corpus.write_tokens
+    real_write = data.write_tokens
 
-    class DiskFull:  # a file that takes 100 bytes, then raises like a full disk
-        def __init__(self, f):
-            self.f, self.n = f, 0
+    def disk_full(f, *args):  # val.bin takes 100 bytes, then the disk is full
+        if f.name.endswith("val.bin"):
+            f.write(b"x" * 100)
+            raise OSError(28, "No space left on device")
+        return real_write(f, *args)
 
-        def write(self, b):
-            self.n += memoryview(b).nbytes
-            if self.n > 100:
-                raise OSError(28, "No space left on device")
-            return self.f.write(b)
-
-    def failing(f, *args):
-        return real_write(DiskFull(f) if f.name.endswith("val.bin") else f, *args)
-
-    monkeypatch.setattr(corpus, "write_tokens", failing)
+    monkeypatch.setattr(data, "write_tokens", disk_full)
     with pytest.raises(OSError, match="No space"):
-        prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+        prepare(tmp_path / "src", out)
     assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]  # no leftover build directory
-    monkeypatch.setattr(corpus, "write_tokens", real_write)
-    meta = prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    monkeypatch.setattr(data, "write_tokens", real_write)
+    assert prepare(tmp_path / "src", out)["n_documents"] == 7 and sorted(os.listdir(tmp_path)) == ["out", "src"]
     assert sorted(os.listdir(out)) == ["meta.json", "train.bin", "val.bin"]  # the old index/ went with the old data
-    assert meta["n_documents"] == 7 and sorted(os.listdir(tmp_path)) == ["out", "src"]
 
 
-def test_kill_9_mid_write_then_next_run_cleans_up(tmp_path):
+KILLED = """
+import os, signal, data
+real_rename = os.rename
+def write_tokens(f, *a):  # mid-write: a partial token file
+    f.write(b"partial")
+    os.kill(os.getpid(), signal.SIGKILL)
+def rename(src, dst):  # between the renames: out_dir moved aside, the new corpus not yet in its place
+    if dst == {out!r}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_rename(src, dst)
+{patch}
+data.prepare([{src!r}], {out!r}, block_size=16, verbose=False)
+"""
+
+
+@pytest.mark.parametrize("when", ["mid_write", "between_renames"])
+def test_kill_9_leaves_the_old_corpus_and_the_next_run_cleans_up(tmp_path, when):
+    """kill -9 mid-write leaves out_dir as it was and a hidden build directory, which the next prepare deletes;
+    after out_dir was moved aside and before the new corpus took its place, out_dir is missing until the next
+    prepare (even one that fails) puts the old corpus back, and nothing else is left."""
     write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 300 for k in range(8)})
     out = tmp_path / "out"
-    prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
+    prepare(tmp_path / "src", out)
     before = snapshot(out)
     write_files(tmp_path / "src", {"new.txt": "a new document " * 50})
-    code = ("import os, signal, sys\nfrom support import corpus, prepare\n"
-            "real = corpus.write_tokens\n"
-            "def killed(f, docs, *a, **k):\n"
-            "    f.write(b'partial')\n"
-            "    os.kill(os.getpid(), signal.SIGKILL)\n"
-            "corpus.write_tokens = killed\n"
-            f"prepare.prepare([{str(tmp_path / 'src')!r}], {str(out)!r}, block_size=16, verbose=False)\n")
+    patch = "data.write_tokens = write_tokens" if when == "mid_write" else "os.rename = rename"
+    code = KILLED.format(out=os.path.realpath(out), src=str(tmp_path / "src"), patch=patch)
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True)
-    assert r.returncode == -signal.SIGKILL
-    assert snapshot(out) == before
+    assert r.returncode == -signal.SIGKILL, r.stderr
     assert any(n.startswith(".out.tmp-") for n in os.listdir(tmp_path))  # what the killed run left behind
-    prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
-    assert sorted(os.listdir(tmp_path)) == ["out", "src"] and data.load_meta(str(out))["n_documents"] == 9
+    if when == "mid_write":
+        assert snapshot(out) == before
+        assert prepare(tmp_path / "src", out)["n_documents"] == 9
+    else:
+        assert not out.exists()
+        with pytest.raises(ValueError, match="no such file"):
+            prepare(tmp_path / "nope.txt", out)
+        assert snapshot(out) == before
+    assert sorted(os.listdir(tmp_path)) == ["out", "src"]
 
 
-def test_killed_between_renames_restores_the_old_corpus(tmp_path):
-    """kill -9 after out_dir was moved aside, before the new corpus took its place: out_dir is missing until the
-    next prepare (even one that fails) puts the old corpus back, and nothing else is left."""
-    write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(6)})
-    out = tmp_path / "out"
-    prepare.prepare([str(tmp_path / "src")], str(out), block_size=16, verbose=False)
-    before = snapshot(out)
-    code = ("import os, signal\nfrom support import prepare\n"
-            "rename = os.rename\n"
-            "def killed(src, dst):\n"
-            f"    if dst == {os.path.realpath(out)!r}:  # the second rename: the new corpus becomes out_dir\n"
-            "        os.kill(os.getpid(), signal.SIGKILL)\n"
-            "    rename(src, dst)\n"
-            "os.rename = killed\n"
-            f"prepare.prepare([{str(tmp_path / 'src')!r}], {str(out)!r}, block_size=16, verbose=False)\n")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True)
-    assert r.returncode == -signal.SIGKILL and not out.exists()
-    with pytest.raises(ValueError, match="no such file"):
-        prepare.prepare([str(tmp_path / "nope.txt")], str(out), block_size=16, verbose=False)
-    assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]
-
-
-def test_out_dir_with_other_files_is_refused(tmp_path):
-    write_files(tmp_path, {"src/a.txt": "some text " * 100, "mine/notes.md": "keep me"})
-    with pytest.raises(ValueError, match="more than a corpus.*notes.md"):
-        prepare.prepare([str(tmp_path / "src")], str(tmp_path / "mine"), block_size=16, verbose=False)
-    assert snapshot(tmp_path / "mine") == {"notes.md": b"keep me"}
-
-
-def test_user_files_never_replace_the_default_or_installed_corpus(tmp_path, monkeypatch, capsys):
+def test_out_dir_is_replaced_only_if_it_holds_a_corpus_and_never_by_user_files_in_ours(tmp_path, monkeypatch):
     """`python data.py MY_TEXT_DIR` used to prepare into data/stdlib, and every later train.py
-    trained on the user's files. Now one line names --out_dir=data/NAME; both corpora stay."""
-    write_files(tmp_path / "mine", {f"{k}.txt": f"my document {k}. " * 40 for k in range(4)})
+    trained on the user's files. Now one line names --out_dir=data/NAME; both corpora stay. A directory
+    holding more than a corpus is never replaced."""
+    write_files(tmp_path, {f"mine/{k}.txt": f"my document {k}. " * 40 for k in range(4)})
+    write_files(tmp_path, {"keep/notes.md": "keep me"})
+    with pytest.raises(ValueError, match="more than a corpus.*notes.md"):
+        prepare(tmp_path / "mine", tmp_path / "keep")
+    assert snapshot(tmp_path / "keep") == {"notes.md": b"keep me"}
     default, installed = tmp_path / "data" / "stdlib", tmp_path / "data" / "installed"
     for d in (default, installed):  # stand-ins, prepared before they take the corpora's places
-        prepare.prepare([str(tmp_path / "mine" / "0.txt")], str(d), block_size=16, verbose=False)
-    monkeypatch.setattr(prepare, "DEFAULT_DIR", str(default))
-    monkeypatch.setattr(prepare, "INSTALLED_DIR", str(installed))
+        prepare(tmp_path / "mine" / "0.txt", d)
+    monkeypatch.setattr(data, "DEFAULT_DIR", str(default))
+    monkeypatch.setattr(data, "INSTALLED_DIR", str(installed))
     os.symlink(default, tmp_path / "link")
     before = snapshot(tmp_path / "data")
     mine = str(tmp_path / "mine")
     for argv in ([mine], [mine, f"--out_dir={default}"], [mine, f"--out_dir={tmp_path / 'link'}"],
                  [f"--domain=a={mine}", f"--out_dir={installed}"]):
         with pytest.raises(SystemExit) as e:
-            prepare.main(argv + ["--block_size=16"])
+            data.main(argv + ["--block_size=16"])
         assert str(e.value).startswith("error: ") and "\n" not in str(e.value)
         assert "--out_dir=data/NAME" in str(e.value), str(e.value)
-    with pytest.raises(ValueError, match="--out_dir=data/NAME"):
-        prepare.prepare([mine], str(default), block_size=16, verbose=False)
     assert snapshot(tmp_path / "data") == before
     assert sorted(os.listdir(tmp_path / "data")) == ["installed", "stdlib"]  # nothing beside them
-    prepare.main([mine, f"--out_dir={tmp_path / 'data' / 'mine'}", "--block_size=16"])  # the fix works
+    data.main([mine, f"--out_dir={tmp_path / 'data' / 'mine'}", "--block_size=16"])  # the fix works
     assert data.load_meta(str(tmp_path / "data" / "mine"))["n_documents"] == 4
 
 
-@pytest.mark.parametrize("case", ["missing", "empty", "short", "default_block_size"])
+@pytest.mark.parametrize("case", ["missing", "empty", "short", "default_block_size", "domain"])
 def test_bad_corpus_one_line_no_files(tmp_path, case):
-    out = tmp_path / "out"
-    if case == "missing":
-        args, want = [str(tmp_path / "nope.txt")], "no such file"
-    elif case == "empty":
-        (tmp_path / "e.txt").write_text("")
-        args, want = [str(tmp_path / "e.txt")], "(1 empty)"  # skipped as empty, not a crash on reading it
-    elif case == "short":
-        (tmp_path / "s.txt").write_text("tiny corpus")
-        args, want = [str(tmp_path / "s.txt"), "--block_size", "64"], "too short"
-    else:  # two files of 120 bytes: too short for data.py's default block_size, train.py's 128
-        write_files(tmp_path, {"a.txt": "a" * 120, "b.txt": "b" * 120})
-        args, want = [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")], "block_size+1 = 129"
-    r = run_cli(*args, "--out_dir", str(out))
-    assert r.returncode != 0
+    write_files(tmp_path, {"e.txt": "", "s.txt": "tiny corpus", "a.txt": "a" * 120, "b.txt": "b" * 120})
+    args, want = {"missing": ([str(tmp_path / "nope.txt")], "no such file"),
+                  "empty": ([str(tmp_path / "e.txt")], "(1 empty)"),  # skipped as empty, not a crash on reading it
+                  "short": ([str(tmp_path / "s.txt"), "--block_size", "64"], "too short"),
+                  # two files of 120 bytes: too short for data.py's default block_size, train.py's 128
+                  "default_block_size": ([str(tmp_path / "a.txt"), str(tmp_path / "b.txt")], "block_size+1 = 129"),
+                  "domain": (["--domain", "code"], "is not NAME=GLOB")}[case]
+    r = run_cli(*args, "--out_dir", str(tmp_path / "out"))
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and want in lines[0]
-    assert not out.exists() and os.listdir(tmp_path) == [n for n in os.listdir(tmp_path) if not n.startswith(".")]
+    assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith("error:") and want in lines[0], lines
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt", "e.txt", "s.txt"]  # no out_dir, nothing hidden
 
 
 # -----------------------------------------------------------------------------
 # nanoGPT directories, token ids, sizes, fingerprints
 
 
-def test_nanogpt_bin_directory_accepted(tmp_path):
-    rng = np.random.default_rng(0)
-    for split, n in (("train", 5000), ("val", 600)):
-        rng.integers(0, 50257, n).astype(np.uint16).tofile(tmp_path / f"{split}.bin")
-    with pytest.raises(ValueError, match="--vocab_size"):
+def test_a_nanogpt_directory_needs_its_vocabulary_and_its_ids_below_it(tmp_path):
+    """train.bin/val.bin of uint16 ids and no meta.json: --vocab_size is asked for, every id is checked against it
+    (by data.py's command line, which then writes meta.json beside them, and by train.py's load_meta)."""
+    np.arange(1000, dtype=np.uint16).tofile(tmp_path / "train.bin")  # ids up to 999
+    np.arange(300, dtype=np.uint16).tofile(tmp_path / "val.bin")
+    with pytest.raises(ValueError, match="no meta.json nor meta.pkl; pass its tokenizer's --vocab_size"):
         data.load_meta(str(tmp_path))
-    r = run_cli(str(tmp_path), "--vocab_size", "50257", "--block_size", "64")
-    assert r.returncode == 0, r.stderr
-    meta = data.load_meta(str(tmp_path))
-    assert meta["vocab_size"] == 50257 and meta["train_tokens"] == 5000 and meta["val_tokens"] == 600
-    both = np.concatenate([read_split(tmp_path, "train"), read_split(tmp_path, "val")])
-    assert meta["max_token_id"] == int(both.max())
-    w = data.SampleWindows(str(tmp_path / "train.bin"), 64)
-    assert len(w) == (5000 - 1) // 64 and w.get([0]).max() < 50257
+    r = run_cli(str(tmp_path), "--vocab_size=500", "--block_size=16")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "meta.json").exists()
+    assert "token id 999" in r.stderr and "--vocab_size=1000" in r.stderr
+    with pytest.raises(ValueError, match="999"):  # train.py's check on a directory without meta.json
+        data.load_meta(str(tmp_path), vocab_size=500)
+    r = run_cli(str(tmp_path), "--vocab_size=1000", "--block_size=16")
+    assert r.returncode == 0 and f"train with --data_dir={tmp_path}" in r.stdout
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert data.load_meta(str(tmp_path)) == meta and meta["vocab_size"] == 1000 and meta["max_token_id"] == 999
+    assert (meta["train_tokens"], meta["val_tokens"]) == (1000, 300) and len(meta["fingerprint"]) == 32
+    with pytest.raises(ValueError, match="token id 999.*--vocab_size=1000"):  # train.py asking for a smaller model
+        data.load_meta(str(tmp_path), vocab_size=512)
+    assert len(data.SampleWindows(str(tmp_path / "train.bin"), 64)) == 999 // 64
 
 
 def nanogpt_char_dataset(d):
@@ -468,185 +451,54 @@ def test_a_nanogpt_meta_pkl_gives_the_vocabulary_and_the_decoder(tmp_path):
         data.load_meta(str(tmp_path))
 
 
-def test_a_data_dir_that_is_not_a_corpus_is_one_line(tmp_path):
-    (tmp_path / "text").mkdir()
-    (tmp_path / "text" / "a.txt").write_text("hello")
-    (tmp_path / "file").write_text("x")
-    for d, want in ((tmp_path / "nope", "does not exist"), (tmp_path / "file", "is not a directory"),
-                    (tmp_path / "text", "holds no train.bin: it is not a prepared corpus; prepare it with "
-                                        f"python data.py {tmp_path / 'text'} --out_dir=data/NAME")):
-        with pytest.raises(ValueError, match=re.escape(want)):
-            data.load_meta(str(d))
+REFUSED = {"missing": "--data_dir={d} does not exist; prepare your text with python data.py FILES --out_dir=data/NAME",
+           "file": "--data_dir={d} is not a directory",
+           "text": "{d} holds no train.bin: it is not a prepared corpus; prepare it with python data.py {d} --out_dir=",
+           "changed": "{d}/val.bin holds 2 tokens but {d}/meta.json records 1: the files changed after it",
+           "bad_json": "{d}/meta.json is not valid JSON",
+           "empty": "{d}/val.bin is empty: not a uint16 token file", "odd": "{d}/val.bin is 101 bytes, an odd length"}
 
 
-def test_token_ids_above_the_vocabulary_are_refused(tmp_path):
-    np.arange(1000, dtype=np.uint16).tofile(tmp_path / "train.bin")  # ids up to 999
-    np.arange(300, dtype=np.uint16).tofile(tmp_path / "val.bin")
-    r = run_cli(str(tmp_path), "--vocab_size=500", "--block_size=16")
-    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
-    assert "train.bin" in r.stderr and "999" in r.stderr and "--vocab_size=1000" in r.stderr
-    assert not (tmp_path / "meta.json").exists()
-    with pytest.raises(ValueError, match="999"):  # train.py's check on a directory without meta.json
-        data.load_meta(str(tmp_path), vocab_size=500)
-    assert run_cli(str(tmp_path), "--vocab_size=1000", "--block_size=16").returncode == 0
-    assert data.load_meta(str(tmp_path))["max_token_id"] == 999
-    with pytest.raises(ValueError, match="token id 999.*--vocab_size=1000"):  # train.py asking for a smaller model
-        data.load_meta(str(tmp_path), vocab_size=512)
+@pytest.mark.parametrize("case", REFUSED)
+def test_what_train_py_reads_is_checked_in_one_line(tmp_path, case):
+    d, want = tmp_path / "d", REFUSED[case]
+    if case == "file":
+        d.write_text("x")
+    elif case == "text":
+        write_files(d, {"a.txt": "hello"})
+    elif case != "missing":
+        write_files(d, {"train.bin": b"\x01\x00" * 500, "val.bin": b"\x01" * {"empty": 0, "odd": 101}.get(case, 4)})
+    if case in ("changed", "bad_json"):
+        meta = '{"vocab_size": 257, "train_tokens": 500, "val_tokens": 1}'
+        (d / "meta.json").write_text(meta if case == "changed" else meta[:20])  # JSON cut short
+    with pytest.raises(ValueError, match=re.escape(want.format(d=d))):
+        data.load_meta(str(d), 600)
+    if case in ("empty", "odd"):  # SampleWindows and data.py's command line too
+        with pytest.raises(ValueError, match=re.escape(want.format(d=d))):
+            data.SampleWindows(str(d / "val.bin"), 8)
+        r = run_cli(str(d), "--vocab_size=600", "--block_size=8")
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith(f"error: {want.format(d=d)}")
 
 
-def test_token_files_that_changed_after_meta_are_refused(corpus, tmp_path):
-    for name in ("train.bin", "val.bin", "meta.json"):
-        (tmp_path / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
-    with open(tmp_path / "val.bin", "ab") as f:
-        f.write(b"\x41\x00")
-    with pytest.raises(ValueError, match="val.bin holds .* tokens but .*meta.json records"):
-        data.load_meta(str(tmp_path))
-
-
-@pytest.mark.parametrize("size", [0, 101])
-def test_empty_or_odd_bin_is_one_line(tmp_path, size):
-    np.arange(500, dtype=np.uint16).tofile(tmp_path / "train.bin")
-    (tmp_path / "val.bin").write_bytes(b"\x01" * size)
-    with pytest.raises(ValueError, match="val.bin is " + ("empty" if size == 0 else "101 bytes, an odd length")):
-        data.SampleWindows(str(tmp_path / "val.bin"), 8)
-    r = run_cli(str(tmp_path), "--vocab_size=600", "--block_size=8")
-    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "val.bin is" in r.stderr
-
-
-def test_fingerprint_is_the_content_hash_of_both_splits(corpus, tmp_path):
-    fp = data.load_meta(corpus)["fingerprint"]
-    assert fp == bins.scan_bins(corpus)["fingerprint"] and len(fp) == 32
-    for name in ("train.bin", "val.bin"):  # the same tokens as a nanoGPT directory: the same fingerprint
-        (tmp_path / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
-    assert data.load_meta(str(tmp_path), 257)["fingerprint"] == fp  # read whole, as train.py reads it
-    val = read_split(tmp_path, "val")
-    val[7] = (val[7] + 1) % 256  # one token changed
-    val.tofile(tmp_path / "val.bin")
-    assert data.load_meta(str(tmp_path), 257)["fingerprint"] != fp
-    train, val = read_split(corpus, "train"), read_split(corpus, "val")
-    np.concatenate([train, val[:1]]).tofile(tmp_path / "train.bin")  # the same stream, split one token later
-    val[1:].tofile(tmp_path / "val.bin")
-    assert data.load_meta(str(tmp_path), 257)["fingerprint"] != fp
-
-
-def test_scan_bins_reads_in_chunks_with_the_same_fingerprint_and_the_unigram_entropy(corpus):
-    """One pass per split gives the largest id, the fingerprint (bit for bit the whole-file hash
-    of hashes) and the train split's unigram entropy H = -sum_u p(u) ln p(u), at any chunk size."""
+def test_fingerprint_entropy_and_counts_of_both_splits_at_any_chunk_size(corpus, tmp_path):
+    """One pass per split gives the largest id, the fingerprint (bit for bit the whole-file hash of hashes, so the
+    same tokens as a nanoGPT directory give the same one, and one changed token or a moved split point another) and
+    the train split's unigram entropy H = -sum_u p(u) ln p(u), at any chunk size."""
     train, val = read_split(corpus, "train"), read_split(corpus, "val")
     inner = hashlib.sha256(train.tobytes()).digest() + hashlib.sha256(val.tobytes()).digest()
-    _, counts = np.unique(train, return_counts=True)
-    p = counts / len(train)
+    p = np.unique(train, return_counts=True)[1] / len(train)
     want = {"max_token_id": int(max(train.max(), val.max())), "train_tokens": len(train),
             "val_tokens": len(val), "fingerprint": hashlib.sha256(inner).hexdigest()[:32],
             "unigram_entropy": pytest.approx(float(-(p * np.log(p)).sum()), rel=1e-12)}
-    assert bins.scan_bins(corpus) == want
-    assert bins.scan_bins(corpus, chunk=7) == want  # 7-token reads: the same numbers
-    assert data.load_meta(corpus)["unigram_entropy"] == bins.scan_bins(corpus)["unigram_entropy"]
-
-
-def test_two_documents_split_near_the_asked_fraction_at_a_line_end(tmp_path, capsys):
-    """A corpus that comes as valid.txt and test.txt prepared as two documents, the larger in val: 53% of
-    the bytes in val for --val_fraction=0.1, with no note. Now val's document is cut at a line end."""
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "valid.txt").write_text("".join(f"line {k} of the valid file\n" for k in range(400)))
-    (src / "test.txt").write_text("".join(f"line {k} of the test file, a bit longer\n" for k in range(400)))
-    meta = prepare.prepare([str(src)], str(tmp_path / "out"), val_fraction=0.1, block_size=16)
-    out = capsys.readouterr().out
-    share = meta["val_tokens"] / (meta["train_tokens"] + meta["val_tokens"])
-    assert 0.1 <= share < 0.102  # the first line end past 10%, and one EOT
-    val = data.decode(np.fromfile(tmp_path / "out" / "val.bin", dtype=np.uint16))
-    assert val.endswith("\n") and val.startswith("line 0 of the ")  # whole lines, from the start of a file
-    assert re.search(r"^note: few documents: whole files would put far more than --val_fraction=0.1 in val, "
-                     r"so .*(valid|test)\.txt is cut at a line end: its first [\d,]+ bytes in val, the other "
-                     r"[\d,]+ in train \(more files avoid it\)$", out, re.M)
-
-
-# -----------------------------------------------------------------------------
-# a nanoGPT corpus is identified by its files' stat, hashed only when that changes (issue 41)
-
-
-def nanogpt_copy(corpus, d, age_s=60):
-    """corpus's two token files in d (no meta.json: a nanoGPT directory), last modified age_s ago
-    (a file modified within 2 s of its hash is not recorded: its mtime could hide a second write)."""
-    os.makedirs(d, exist_ok=True)
-    for name in ("train.bin", "val.bin"):
-        (d / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
-        t = os.stat(d / name).st_mtime_ns - age_s * 10**9
-        os.utime(d / name, ns=(t, t))
-    return str(d)
-
-
-def new_start(monkeypatch, d, vocab_size=257):
-    """data.load_meta as a new process calls it: nothing hashed in this one yet."""
-    monkeypatch.setattr(bins, "_hashed", {})
-    return data.load_meta(d, vocab_size)
-
-
-def counting_scans(monkeypatch):
-    """bins.scan_bins, counted: [data_dir of each full read]."""
-    scans, scan_bins = [], bins.scan_bins
-    monkeypatch.setattr(bins, "scan_bins", lambda d, *a, **k: scans.append(d) or scan_bins(d, *a, **k))
-    return scans
-
-
-def test_an_unchanged_nanogpt_corpus_is_not_read_again(corpus, tmp_path, monkeypatch, capsys):
-    """The first start hashes both splits and records their (size, mtime, ctime, inode) beside them; the next
-    starts read only that record: no full read, and the same meta (fingerprint, entropy, counts) as a full scan."""
-    d = nanogpt_copy(corpus, tmp_path / "nano")
-    scans = counting_scans(monkeypatch)
-    first = new_start(monkeypatch, d)
-    out = capsys.readouterr().out
-    assert scans == [d] and re.search(r"^hashing .*nano \([\d,]+ tokens: no record of them yet\)", out, re.M)
-    assert first["fingerprint"] == data.load_meta(corpus)["fingerprint"]  # the content hash, as today
-    for _ in range(2):
-        assert new_start(monkeypatch, d) == first
-    assert scans == [d] and capsys.readouterr().out == ""  # not read again, nothing said
-    too_small = r"holds token id \d+ \(scan.json's max_token_id\), not below vocab_size 100; .*--vocab_size="
-    with pytest.raises(ValueError, match=too_small):
-        new_start(monkeypatch, d, 100)  # the largest id is still checked, from the record
-    fresh = nanogpt_copy(corpus, tmp_path / "fresh", age_s=0)  # just written: not recorded
-    new_start(monkeypatch, fresh)
-    data.load_meta(fresh, 257)  # the same process: what it hashed (train.py asks twice on rank 0)
-    assert scans == [d, fresh] and not os.path.exists(os.path.join(fresh, bins.SCAN_RECORD))
-    new_start(monkeypatch, fresh)  # the next start reads it whole again
-    assert scans == [d, fresh, fresh]
-
-
-@pytest.mark.parametrize("how", ["size", "mtime"])
-def test_a_changed_nanogpt_corpus_is_seen_by_its_stat_and_hashed_again(corpus, tmp_path, monkeypatch, capsys, how):
-    """One token more (size) or one token changed in place (same size, new mtime): the stat says so, the corpus is
-    read whole again with a line naming what changed, and its fingerprint is the new content's."""
-    d = nanogpt_copy(corpus, tmp_path / "nano")
-    scans = counting_scans(monkeypatch)
-    before = new_start(monkeypatch, d)
-    val = read_split(d, "val")
-    if how == "size":
-        val = np.append(val, val[:1])
-    else:
-        val[5] = (val[5] + 1) % 256
-    t = os.stat(os.path.join(d, "val.bin")).st_mtime_ns
-    val.tofile(os.path.join(d, "val.bin"))
-    os.utime(os.path.join(d, "val.bin"), ns=(t + 10**9, t + 10**9))  # a second later, still 59 s ago
-    capsys.readouterr()
-    after = new_start(monkeypatch, d)
-    out = capsys.readouterr().out
-    assert scans == [d, d] and after["fingerprint"] != before["fingerprint"]
-    changed = "size, mtime, ctime" if how == "size" else "mtime, ctime"
-    assert re.search(rf"^hashing .*nano \([\d,]+ tokens: val.bin's {changed} changed since {bins.SCAN_RECORD}\)",
-                     out, re.M), out
-    assert re.search(r"^hashed [\d,]+ tokens in [\d.]+ s \([\d.]+\w? tokens/s\)$", out, re.M), out
-    assert new_start(monkeypatch, d) == after and len(scans) == 2  # recorded again
-
-
-def test_a_damaged_scan_record_is_read_past(corpus, tmp_path, monkeypatch, capsys):
-    d = nanogpt_copy(corpus, tmp_path / "nano")
-    want = new_start(monkeypatch, d)
-    scans = counting_scans(monkeypatch)
-    with open(os.path.join(d, bins.SCAN_RECORD), "w") as f:
-        f.write('{"files": ')
-    assert new_start(monkeypatch, d) == want and len(scans) == 1
-    assert f"{bins.SCAN_RECORD} is unreadable" in capsys.readouterr().out
+    assert data.scan_bins(corpus) == want and data.scan_bins(corpus, chunk=7) == want  # 7-token reads: the same
+    assert {k: data.load_meta(corpus)[k] for k in want} == want  # as prepare recorded them
+    for changed in ((train, val), (train, np.where(np.arange(len(val)) == 7, (val + 1) % 256, val)),
+                    (np.concatenate([train, val[:1]]), val[1:])):  # as it is, one token changed, split one later
+        changed[0].tofile(tmp_path / "train.bin")
+        changed[1].tofile(tmp_path / "val.bin")
+        fp = data.load_meta(str(tmp_path), 257)["fingerprint"]  # read whole, as train.py reads it
+        assert (fp == want["fingerprint"]) == (changed[1] is val)
 
 
 def rss_file_kb():
@@ -670,21 +522,92 @@ def test_batches_read_through_a_fresh_map_are_the_same_and_leave_no_resident_pag
     held = np.memmap(tmp_path / "train.bin", dtype=np.uint16, mode="r")
     for _ in range(20):  # the old path: one map, fancy-indexed
         ids = rng.integers(0, len(windows), 16)
-        want = held[ids[:, None] * T + np.arange(T + 1)].astype(np.int64)
         got = windows.get(ids)
-        assert got.dtype == np.int64 and np.array_equal(got, want)
+        assert got.dtype == np.int64 and np.array_equal(got, held[ids[:, None] * T + np.arange(T + 1)])
 
 
-def test_a_record_of_something_else_is_read_past(corpus, tmp_path, monkeypatch, capsys):
-    """Valid JSON that is not scan_bins' record (a hand edit, another tool's file) is one line and a fresh hash."""
+# -----------------------------------------------------------------------------
+# a nanoGPT corpus is identified by its files' stat, hashed only when that changes (issue 41, services/index.py)
+
+
+def nanogpt_copy(corpus, d, age_s=60):
+    """corpus's two token files in d (no meta.json: a nanoGPT directory), last modified age_s ago
+    (a file modified within 2 s of its hash is not recorded: its mtime could hide a second write)."""
+    os.makedirs(d, exist_ok=True)
+    for name in ("train.bin", "val.bin"):
+        (d / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
+        t = os.stat(d / name).st_mtime_ns - age_s * 10**9
+        os.utime(d / name, ns=(t, t))
+    return str(d)
+
+
+@pytest.fixture
+def start(monkeypatch):
+    """-> (start(d, vocab_size=257): data.load_meta as train.py's new process calls it, [d of each full read])."""
+    scans, scan_bins = [], data.scan_bins
+    monkeypatch.setattr(data, "scan_bins", lambda d, *a, **k: scans.append(d) or scan_bins(d, *a, **k))
+
+    def new_start(d, vocab_size=257):
+        monkeypatch.setattr(bins, "_hashed", {})  # nothing hashed in this process yet
+        return data.load_meta(d, vocab_size, bins.recorded_scan)
+    return new_start, scans
+
+
+def test_an_unchanged_nanogpt_corpus_is_not_read_again(corpus, tmp_path, start, capsys):
+    """The first start hashes both splits and records their (size, mtime, ctime, inode) beside them; the next
+    starts read only that record: no full read, and the same meta (fingerprint, entropy, counts) as a full scan."""
+    new_start, scans = start
     d = nanogpt_copy(corpus, tmp_path / "nano")
-    want = new_start(monkeypatch, d)
-    scans = counting_scans(monkeypatch)
-    for junk in ({"files": 3, "scan": {}}, {"files": {"train.bin": 7}, "scan": want}, [1, 2]):
+    first = new_start(d)
+    assert scans == [d] and re.search(r"^hashing .*nano \([\d,]+ tokens: no record of them yet\)",
+                                      capsys.readouterr().out, re.M)
+    assert first["fingerprint"] == data.load_meta(corpus)["fingerprint"]  # the content hash, as today
+    assert new_start(d) == first and new_start(d) == first
+    assert scans == [d] and capsys.readouterr().out == ""  # not read again, nothing said
+    with pytest.raises(ValueError, match=r"holds token id \d+ .*not below the vocabulary size 100; .*--vocab_size="):
+        new_start(d, 100)  # the largest id is still checked, from the record
+    fresh = nanogpt_copy(corpus, tmp_path / "fresh", age_s=0)  # just written: not recorded
+    new_start(fresh)
+    data.load_meta(fresh, 257, bins.recorded_scan)  # the same process: what it hashed (train.py asks twice)
+    assert scans == [d, fresh] and not os.path.exists(os.path.join(fresh, bins.SCAN_RECORD))
+    new_start(fresh)  # the next start reads it whole again
+    assert scans == [d, fresh, fresh]
+
+
+@pytest.mark.parametrize("how", ["size", "mtime"])
+def test_a_changed_nanogpt_corpus_is_seen_by_its_stat_and_hashed_again(corpus, tmp_path, start, capsys, how):
+    """One token more (size) or one token changed in place (same size, new mtime): the stat says so, the corpus is
+    read whole again with a line naming what changed, and its fingerprint is the new content's."""
+    new_start, scans = start
+    d = nanogpt_copy(corpus, tmp_path / "nano")
+    before = new_start(d)
+    val = read_split(d, "val")
+    val = np.append(val, val[:1]) if how == "size" else np.where(np.arange(len(val)) == 5, (val + 1) % 256, val)
+    t = os.stat(os.path.join(d, "val.bin")).st_mtime_ns
+    val.astype(np.uint16).tofile(os.path.join(d, "val.bin"))
+    os.utime(os.path.join(d, "val.bin"), ns=(t + 10**9, t + 10**9))  # a second later, still 59 s ago
+    capsys.readouterr()
+    after = new_start(d)
+    out = capsys.readouterr().out
+    assert scans == [d, d] and after["fingerprint"] != before["fingerprint"]
+    changed = "size, mtime, ctime" if how == "size" else "mtime, ctime"
+    assert re.search(rf"^hashing .*nano \([\d,]+ tokens: val.bin's {changed} changed since {bins.SCAN_RECORD}\)",
+                     out, re.M), out
+    assert re.search(r"^hashed [\d,]+ tokens in [\d.]+ s \([\d.]+\w? tokens/s\)$", out, re.M), out
+    assert new_start(d) == after and len(scans) == 2  # recorded again
+
+
+def test_a_damaged_record_or_one_of_something_else_is_read_past(corpus, tmp_path, start, capsys):
+    """Truncated JSON, or valid JSON that is not scan_bins' record (a hand edit, another tool's file): one line
+    saying so and a fresh hash."""
+    new_start, scans = start
+    d = nanogpt_copy(corpus, tmp_path / "nano")
+    want = new_start(d)
+    for junk in ('{"files": ', {"files": 3, "scan": {}}, {"files": {"train.bin": 7}, "scan": want}, [1, 2]):
         with open(os.path.join(d, bins.SCAN_RECORD), "w") as f:
-            json.dump(junk, f)
+            f.write(junk if isinstance(junk, str) else json.dumps(junk))
         capsys.readouterr()
-        assert new_start(monkeypatch, d) == want
+        assert new_start(d) == want
         why = r"(scan.json is unreadable|train.bin's size, mtime, ctime, inode changed)"
         assert re.search(rf"hashing .*\([\d,]+ tokens: {why}", capsys.readouterr().out)
-    assert len(scans) == 3
+    assert len(scans) == 5

@@ -22,7 +22,6 @@ import random_ltd
 import sampler
 import scheduler
 from services import index as index_cache
-from support import demos, prepare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -109,11 +108,26 @@ def test_analyzer_demo_says_what_makes_each_window_easy_or_hard(demo_corpus, cap
 
 def test_show_text_escapes_unprintables_and_keeps_the_width(capsys):
     """Catches: a raw newline, tab or control byte reaching the terminal, lines of other widths."""
-    demos.show_text("a\tb\nc\x00" + "x" * 100, width=20)
+    analyzer.show_text("a\tb\nc\x00" + "x" * 100, width=20)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "    |a\\tb\\nc\\x00xxxxxxxxx|"  # 11 + 9 characters
     assert all(len(line) == 4 + 20 + 2 and line.endswith("|") for line in lines)
     assert "".join(line[5:-1] for line in lines).rstrip() == "a\\tb\\nc\\x00" + "x" * 100
+
+
+def test_analyzer_demo_takes_any_registered_metric_or_refuses_in_one_line(demo_corpus, monkeypatch, capsys):
+    """python analyzer.py --metric=NAME showed vocab_rarity whatever NAME was. Catches: the flag ignored, a metric
+    missing from the choice (the list is analyzer.METRICS, as a user's new metric joins it), an error of more lines."""
+    monkeypatch.setitem(analyzer.METRICS, "first_token", lambda s, neg_log_p: s[:, 0].astype(float))
+    for name in analyzer.METRICS:
+        analyzer.main([f"--data_dir={demo_corpus}", "--block_size=16", f"--metric={name}"])
+        out = capsys.readouterr().out
+        index = analyzer.metric_index(os.path.join(demo_corpus, "train.bin"), 16, name)
+        assert f"index_to_sample[:6] = {index['index_to_sample'][:6].tolist()}  (window ids" in out
+        assert re.search(rf"^easiest: window \d+, {name} [\d.]+$", out, re.M)
+    r = subprocess.run([sys.executable, "analyzer.py", "--metric=perplexity"], capture_output=True, text=True, cwd=ROOT)
+    want = f"error: unknown metric 'perplexity'; known: {', '.join(m for m in analyzer.METRICS if m != 'first_token')}"
+    assert r.returncode == 1 and r.stdout == "" and r.stderr.strip() == want
 
 
 # -----------------------------------------------------------------------------
@@ -245,7 +259,8 @@ def test_random_ltd_demo_marks_the_kept_positions(B, T, r, n_layer, seed, capsys
 @pytest.mark.parametrize("name", ["analyzer", "scheduler", "sampler", "random_ltd"])
 def test_python_concept_file_runs_its_demo(name, demo_corpus, monkeypatch, capsys):
     """python <concept>.py runs demo() (on the tiny corpus standing in for the default one)."""
-    monkeypatch.setattr(prepare, "DEFAULT_DIR", demo_corpus)
+    monkeypatch.setattr(data, "DEFAULT_DIR", demo_corpus)
+    monkeypatch.setattr(sys, "argv", [f"{name}.py"])
     runpy.run_path(os.path.join(ROOT, f"{name}.py"), run_name="__main__")
     first = {"analyzer": f"{demo_corpus}/train.bin: ", "scheduler": "d(t): percentile",
              "sampler": f"{demo_corpus}/train.bin: ", "random_ltd": "2 samples of T = 64"}
@@ -265,7 +280,8 @@ def test_each_demo_ends_with_the_exercises_that_rebuild_it(name, numbers, demo_c
 
     from exercises import EXERCISES
 
-    monkeypatch.setattr(prepare, "DEFAULT_DIR", demo_corpus)
+    monkeypatch.setattr(data, "DEFAULT_DIR", demo_corpus)
+    monkeypatch.setattr(sys, "argv", [f"{name}.py"])
     runpy.run_path(os.path.join(ROOT, f"{name}.py"), run_name="__main__")
     last = capsys.readouterr().out.splitlines()[-2:]
     assert last[0].startswith("rebuild ") and f"exercises/{name}.py" in last[0]

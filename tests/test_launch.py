@@ -222,10 +222,10 @@ def test_two_nodes_train_disjoint_slices_and_only_rank_0_writes(corpus, tmp_path
 COUNT_HASHES = """
 import json, os, sys
 sys.path[:0] = [{root!r}]
-from support import bins
+import data
 import train
-scans, real = [], bins.scan_bins
-bins.scan_bins = lambda *a, **k: scans.append(os.environ["RANK"]) or real(*a, **k)
+scans, real = [], data.scan_bins
+data.scan_bins = lambda *a, **k: scans.append(os.environ["RANK"]) or real(*a, **k)
 try:
     train.main(sys.argv[1:])
 finally:

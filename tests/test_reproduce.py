@@ -18,7 +18,6 @@ import torch
 
 import data
 from services import index as index_cache
-from support import prepare
 from experiments import charts, reproduce, runs
 import train
 from config import from_flags, parse_args
@@ -40,7 +39,7 @@ def tiny_corpus(tmp_path_factory):
                  else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}"
                  for _ in range(1200)]
         (d / f"doc{k}.txt").write_text("\n".join(lines))
-    prepare.prepare([str(d)], str(d / "prepared"), verbose=False)
+    data.prepare([str(d)], str(d / "prepared"), verbose=False)
     return str(d / "prepared")
 
 
@@ -276,7 +275,7 @@ def test_a_budget_above_one_pass_is_refused(tmp_path, capsys):
     os.makedirs(d)
     for k in range(10):
         (d / f"{k}.txt").write_bytes(bytes(np.random.default_rng(k).integers(97, 123, 40, dtype=np.uint8)))
-    prepare.prepare([str(d)], str(d / "prep"), val_fraction=0.2, block_size=16, verbose=False)
+    data.prepare([str(d)], str(d / "prep"), val_fraction=0.2, block_size=16, verbose=False)
     have = len(data.SampleWindows(str(d / "prep" / "train.bin"), 16)) * 16
     cases = reproduce.reproduce_cases(TINY, seeds=(1,))
     assert reproduce.check_one_pass(cases, str(d / "prep"), False) == have >= 128
@@ -295,7 +294,7 @@ def test_the_default_command_runs_on_a_gpu_machine(tmp_path, monkeypatch, capsys
     """python reproduce.py with no flags where CUDA is available: the default size fits one pass over the default
     corpus (before, the gpu size was picked there and refused at 3.5 passes); --size=gpu still asks for more data."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(prepare, "DEFAULT_DIR", str(tmp_path / "stdlib"))  # prepared here by corpus_dir
+    monkeypatch.setattr(data, "DEFAULT_DIR", str(tmp_path / "stdlib"))  # prepared here by corpus_dir
     indexed = []
     monkeypatch.setattr(index_cache, "ensure_index", lambda *args: indexed.append(args))  # minutes
     started = []

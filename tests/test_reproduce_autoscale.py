@@ -9,7 +9,6 @@ import pytest
 
 import config
 import data
-from support import prepare
 from experiments import autoscale as rs
 from autoscale.domains import window_domains
 from autoscale.mixture import ddo_optimum, fit_power_law, power_law
@@ -255,7 +254,7 @@ def test_main_refuses_a_corpus_of_one_domain(tmp_path, capsys):
     (tmp_path / "text").mkdir()
     for k in range(5):
         (tmp_path / "text" / f"{k}.txt").write_text("the cat sat on the mat.\n" * 40)
-    prepare.prepare(out_dir=str(tmp_path / "one"), block_size=16, verbose=False, domains={"all": [str(tmp_path / "text")]})
+    data.prepare(out_dir=str(tmp_path / "one"), block_size=16, verbose=False, domains={"all": [str(tmp_path / "text")]})
     with pytest.raises(SystemExit) as e:
         rs.main(TINY + [f"--data_dir={tmp_path / 'one'}"])
     err = capsys.readouterr().err

@@ -17,7 +17,6 @@ import model
 import sampler
 import scheduler
 import train
-from support import bins, prepare
 from services import index as support_index
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -382,7 +381,7 @@ def test_resume_refuses_another_corpus_and_changed_settings(corpus, tmp_path, ca
     other = tmp_path / "other"
     os.makedirs(other)
     (other / "a.txt").write_text("another corpus with other words in it, " * 400)
-    prepare.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
+    data.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
     line = main_error(capsys, *argv, "--resume", "--max_iters=3", f"--data_dir={other / 'prep'}")
     assert "holds another corpus than the one the checkpoint trained on" in line
     line = main_error(capsys, *argv[:-1], "--ltd_require_steps=9", "--resume", "--learning_rate=1e-3")
@@ -437,8 +436,8 @@ def test_a_nanogpt_corpus_is_hashed_once_per_run_and_a_changed_one_refused(corpu
     os.makedirs(nano)
     for name in ("train.bin", "val.bin"):
         (nano / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
-    scans, scan_bins = [], bins.scan_bins
-    monkeypatch.setattr(bins, "scan_bins", lambda *a, **k: scans.append(a) or scan_bins(*a, **k))
+    scans, scan_bins = [], data.scan_bins
+    monkeypatch.setattr(data, "scan_bins", lambda *a, **k: scans.append(a) or scan_bins(*a, **k))
     argv = [*TINY, f"--data_dir={nano}", "--vocab_size=257", f"--out_dir={tmp_path / 'out'}", "--max_iters=6"]
     train.main(argv + ["--eval_interval=2"])  # three checkpoints
     assert len(scans) == 1
@@ -718,7 +717,7 @@ def test_a_resume_on_another_corpus_is_refused_before_its_index_is_built(corpus,
     other = tmp_path / "other"
     other.mkdir()
     (other / "a.txt").write_text("another corpus with other words in it, " * 400)
-    prepare.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
+    data.prepare([str(other / "a.txt")], str(other / "prep"), block_size=16, verbose=False)
     line = main_error(capsys, *argv, "--resume", "--max_iters=3", f"--data_dir={other / 'prep'}",
                       f"--index_dir={tmp_path / 'idx'}")
     assert "holds another corpus than the one the checkpoint trained on" in line
