@@ -910,3 +910,57 @@ def test_ex13_layer_tokens(impl):
                         case["ltd_layers"]) for t in range(case["steps"]))
         same(ex, total, case["layer_tokens"], f"{case['steps']} steps of {case['config']}",
              what="not DeepSpeed's LayerToken count")
+
+
+# -----------------------------------------------------------------------------
+# every exercise as training calls it: the replay tier. tests/fixtures/exercise_calls.npz holds
+# every call that the reference's training made to each exercise under the flag sets of
+# exercises/flagsets.py (written by tests/fixtures/make_exercise_calls.py); each is replayed in
+# order against yours (exercises/replay.py): the reference's result of the same kind and dtype,
+# the inputs left as they were; a draw checked for what a draw owes on each call (distinct, from
+# the bag, the generator honoured and advanced) and for uniformity over all of them.
+
+CALLS = os.path.join(FIXTURES, "exercise_calls.npz")
+
+
+@functools.lru_cache(maxsize=None)
+def recorded_calls():
+    from exercises import replay
+
+    return replay.load(CALLS)
+
+
+def as_training_calls_it(name):
+    """The replay test of exercise `name`."""
+    def test(impl):
+        from exercises import replay
+
+        ex = EX[name]
+        fn = impl.get(ex)
+        calls, arrays = recorded_calls()
+        stub, wrong = None, None
+        try:
+            n = replay.replay(name, fn, calls, arrays)
+        except NotImplementedError as e:  # a stub (maybe another exercise's, called from yours)
+            stub = str(e) if str(e).startswith("exercise ") else f"exercise {ex.n} {name}"
+        except replay.Wrong as e:
+            wrong = e
+        if stub:  # subtle: fail outside the except, or pytest prints the chain
+            pytest.fail(f"{stub}: not implemented yet", pytrace=False)
+        if wrong:
+            what = f"{wrong.what}{where(wrong.cause) if wrong.cause else ''}, as training calls it"
+            a, b = wrong.yours, wrong.expected
+            if all(isinstance(v, (np.ndarray, torch.Tensor)) for v in (a, b)) and (
+                    a.shape == b.shape and a.ndim >= 1 and a.dtype == b.dtype):
+                same(ex, a, b, wrong.call, what=what)  # shows the first row that differs
+            shown = {} if a is None and b is None else {"yours": a, "expected": b}
+            fail(ex, what, call=wrong.call, **shown)
+        assert n >= 2, f"the fixture holds {n} calls of {name}: rerun its generator"
+    slug = name.lower().replace(".", "_")
+    test.__name__ = f"test_ex{EX[name].n:02d}_{slug}_as_training_calls_it"
+    return exercise(name)(test)
+
+
+for _name in EX:  # pytest collects them by these names: -k ex05 or -k admitted_prefix finds one
+    _test = as_training_calls_it(_name)
+    globals()[_test.__name__] = _test
