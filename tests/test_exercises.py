@@ -733,11 +733,12 @@ def test_ex10_gather_tokens_values_and_gradient(impl):
     fn = impl.get(ex)
     x, idx, _, w = ltd_inputs()
     inp = f"x (3, 7, 4) random, idx={idx.tolist()}"
-    before = x.clone()
+    before, idx_before = x.clone(), idx.clone()
+    expected = torch.stack([x[b, idx[b]] for b in range(3)])  # out[b, j] = x[b, idx[b, j]]
     x.requires_grad_(True)
     got = run(ex, fn, x, idx, inp=inp)
     tensor(ex, got, inp)
-    expected = torch.stack([x[b, idx[b]] for b in range(3)])  # out[b, j] = x[b, idx[b, j]]
+    unchanged(ex, idx, idx_before, "idx")
     same(ex, got, expected, inp, atol=1e-12)
     unchanged(ex, x, before, "x")
     differentiable(ex, got, inp)
