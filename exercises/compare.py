@@ -1,6 +1,7 @@
 """Your run beside the reference's, stage by stage, and one verdict.
 
     python -m exercises.train --compare --max_iters=50 --cl_metric=vocab_rarity --random_ltd
+    python -m exercises.train --compare --all    # the flag sets of exercises/flagsets.py in turn
 
 train.py runs twice with the same flags and seed: once with the reference's functions, once with
 yours (exercises/*.py; a stub stays the reference's). Each exercise's function is wrapped, as the
@@ -39,6 +40,7 @@ import torch
 
 import config
 from exercises import EXERCISES
+from exercises.flagsets import FLAG_SETS, argv_of
 from exercises.replay import DRAWS, Tape, Wrong, replay
 from exercises.swaps import (LearnerError, Patch, Watch, learner_swaps, project_root, ran,
                              stubs_line)
@@ -463,9 +465,35 @@ def verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result, yours, stopp
     return 1
 
 
+def compare_all(argv, mine=None):
+    """--compare --all: the flag sets of exercises/flagsets.py in turn (the replay tier's), your
+    flags after theirs, one verdict each and a last line for all -> exit status."""
+    global RUN_DIR  # subtle: each set's runs in a folder of their own, set back after
+    root, differ = RUN_DIR, []
+    shutil.rmtree(root, ignore_errors=True)
+    try:
+        for label in FLAG_SETS:
+            print(f"== --compare --all: flag set {label}", flush=True)
+            RUN_DIR = os.path.join(root, label)
+            run_argv = argv_of(label, None, os.path.join(root, "configs")) + list(argv)
+            if main(run_argv, mine):
+                differ.append(label)
+    finally:
+        RUN_DIR = root
+    n = len(FLAG_SETS)
+    if differ:
+        print(f"--compare --all: {len(differ)} of {n} flag sets differ: {', '.join(differ)}")
+        return 1
+    print(f"--compare --all: all {n} flag sets agree with the reference (identical, or another "
+          "random stream inside its seed spread)")
+    return 0
+
+
 def main(argv, mine=None):
     """python -m exercises.train --compare [train.py flags] -> exit status (0: identical, or
     another random stream; 1: a difference, or bad input). mine: {concept: module} (tests)."""
+    if "--all" in argv:
+        return compare_all([a for a in argv if a != "--all"], mine)
     try:
         swaps = learner_swaps(mine)
         cfg, run_argv = flags(argv)

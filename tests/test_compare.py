@@ -190,3 +190,20 @@ def test_a_draw_outside_the_seed_spread_is_a_difference(corpus, tmp_path, monkey
     text = "\n".join(lines)
     assert status == 1 and "first difference: drawn ids at step 0" in text, text
     assert "exercise 8 Bag.draw (yours fails its tests: exercise 8 Bag.draw: the generator" in text
+
+
+def test_compare_all_runs_every_flag_set(corpus, tmp_path, monkeypatch, capsys):
+    """--all: one verdict per flag set of exercises/flagsets.py and a last line for all; the
+    capped dropping layers (n_ltd <= L - 2) differ only under the set that drops in every layer."""
+    from exercises.flagsets import FLAG_SETS
+
+    wrong = listed("MISTAKES", "layer_tokens", "named in issue 46: dropping layers capped at L - 2")
+    monkeypatch.chdir(tmp_path)
+    status = compare.main(["--all", f"--data_dir={corpus}", "--max_iters=3"],
+                          learner(layer_tokens=wrong))
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert status == 1, lines
+    assert [line for line in lines if line.startswith("== ")] == [
+        f"== --compare --all: flag set {label}" for label in FLAG_SETS]
+    assert lines[-1] == "--compare --all: 1 of 3 flag sets differ: two_metrics", lines
+    assert any(line.startswith("first difference: layer tokens ") for line in lines), lines
