@@ -106,8 +106,9 @@ def decode(v, arrays):
 def save(path, calls, arrays):
     """calls (JSON-able) and arrays in one compressed .npz."""
     blob = np.frombuffer(json.dumps(calls).encode(), dtype=np.uint8)
-    np.savez_compressed(path, calls_json=blob, **{f"a{i}": a for i, a in enumerate(arrays.values())},
-                        keys_json=np.frombuffer(json.dumps(list(arrays)).encode(), np.uint8))
+    keys = np.frombuffer(json.dumps(list(arrays)).encode(), dtype=np.uint8)
+    named = {f"a{i}": a for i, a in enumerate(arrays.values())}
+    np.savez_compressed(path, calls_json=blob, keys_json=keys, **named)
 
 
 def load(path):
@@ -248,7 +249,8 @@ def describe(call, args=None):
             return "rng"
         return repr(v)
     shown = ", ".join(one(a) for a in (args if args is not None else call["args"]))
-    return f"{call['name']}({shown}) (call {call['index']} of training with the {call['flags']} flags)"
+    return (f"{call['name']}({shown}) (call {call['index']} of training with the {call['flags']} "
+            "flags)")
 
 
 def replay(name, fn, calls, arrays):
@@ -353,8 +355,8 @@ def check_draw(name, Bag, call, arrays, stats):
         raise Wrong("the bag after the draw must hold exactly the ids not drawn", describe(call),
                     sorted(bag.ids[: bag.n].tolist()), left)
     if rng_after == rng_state["rng"]:
-        raise Wrong("the generator rng passed in was not advanced: this draw does not use it (every "
-                    "draw must, or ids come out in the bag's order)", describe(call))
+        raise Wrong("the generator rng passed in was not advanced: this draw does not use it "
+                    "(every draw must, or ids come out in the bag's order)", describe(call))
     again = np.asarray(draw_once(Bag, state, rng_state, n, arrays, global_seed=2)[0]).tolist()
     if again != got:
         raise Wrong("the same rng state gave another draw (use rng, not the global RNG)",

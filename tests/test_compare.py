@@ -103,7 +103,7 @@ def test_bad_input_is_one_line(corpus, tmp_path, monkeypatch, capsys):
     assert status == 1
     assert lines[-1].startswith("first difference: your run stopped where the reference's went "
                                 "on, every value equal until then ("), lines
-    assert lines[-1].endswith("exercise 10 gather_tokens raised IndexError: my bug at step 0"), lines
+    assert lines[-1].endswith("exercise 10 gather_tokens raised IndexError: my bug at step 0")
     status, lines = compare_lines(learner(), corpus, tmp_path, monkeypatch, capsys,
                                   ["--out_dir=out"])
     assert status == 1 and lines == ["exercises.train --compare: --out_dir: --compare makes its "

@@ -367,7 +367,7 @@ def test_ex04_root_schedule_at_every_step(impl):
     ex = EX["root_schedule"]
     fn = impl.get(ex)
     configs = [(lo, hi, total, 1, k) for lo in (1, 5, 8) for hi in (100, 2048)
-               for total in (100, 300, 1000) for k in (1, 2, 3)]  # small first: a mistake fails fast
+               for total in (100, 300, 1000) for k in (1, 2, 3)]  # small first: fails fast
     for case in SCHEDULES["curriculum"]:
         c, sc = case["config"], case["config"]["schedule_config"]
         if c["schedule_type"] == "fixed_discrete":

@@ -63,13 +63,25 @@ def resolve(module, name):
     return obj
 
 
+OWN_DOCSTRING = {  # the reference's docstring gives the answer: the stub says what, never how
+    "admitted_prefix": "(N // int(max_difficulty)) * int(d)", "seqlen_truncate": "first L+1",
+    "seqlen_reshape": "s[k*L : k*L + L + 1]", "layer_tokens": "min(r, s) * n"}
+
+
 @pytest.mark.parametrize("name", list(tx.EX))
 def test_stub_keeps_the_references_signature_and_docstring(name):
+    """The reference's docstring, or (OWN_DOCSTRING) one of its own with a worked example and
+    without the reference's formula."""
     ex = tx.EX[name]
     ref = resolve(__import__(ex.module), name)
     mine = resolve(__import__("exercises." + ex.module, fromlist=["_"]), name)
     assert inspect.signature(mine) == inspect.signature(ref), name
-    assert inspect.getdoc(mine) == inspect.getdoc(ref), name
+    if name not in OWN_DOCSTRING:
+        assert inspect.getdoc(mine) == inspect.getdoc(ref), name
+        return
+    doc = inspect.getdoc(mine)
+    assert " -> " in doc and OWN_DOCSTRING[name] not in doc, name
+    assert OWN_DOCSTRING[name] in (inspect.getdoc(ref) + inspect.getsource(ref)), name
 
 
 @pytest.mark.parametrize("name", list(tx.EX))

@@ -97,7 +97,7 @@ def test_python_m_exercises_train_with_the_reference_as_yours(corpus, tmp_path):
     learner = tmp_path / "learner"
     pkg = learner / "exercises"
     pkg.mkdir(parents=True)
-    for name in ("__init__.py", "train.py", "swaps.py", "compare.py"):
+    for name in ("__init__.py", "train.py", "swaps.py", "compare.py", "replay.py", "flagsets.py"):
         (pkg / name).write_text(open(os.path.join(ROOT, "exercises", name)).read())
     for concept in CONCEPTS:
         (pkg / f"{concept}.py").write_text(reference_copy(concept))
