@@ -61,10 +61,9 @@ STAGES = {  # in the order the data flows: what it is, the exercises that make i
     "rows": ("the step's token rows, cut to the curriculum's length",
              ["seqlen_truncate", "seqlen_reshape", "root_schedule"]),
     "kept positions": ("the positions each dropping layer keeps", ["sample_kept_indices"]),
-    "gathered": ("each dropping layer's kept rows, gathered (the sum of each row)",
-                 ["gather_tokens", "GatherRows.backward"]),
-    "scattered": ("each dropping layer's output, its rows scattered back (the sum of each row)",
-                  ["scatter_tokens"]),
+    "dropping layers": ("each dropping layer's kept rows gathered, then its output scattered back, "
+                        "in the order the layers run (each row's dot product with fixed weights)",
+                        ["gather_tokens", "scatter_tokens", "GatherRows.backward"]),
     "layer tokens": ("the step's token-layers on the effective-token clock", ["layer_tokens"]),
     "loss": ("the step's loss, through the gather and the scatter",
              ["gather_tokens", "scatter_tokens", "GatherRows.backward"]),
@@ -101,8 +100,14 @@ class Recorder(Watch):
         elif name == "layer_tokens" and self.step is not None:  # not the budget's, before step 0
             self.add("layer tokens", out)
         elif name in ("gather_tokens", "scatter_tokens") and self.step is not None:
-            stage = "gathered" if name == "gather_tokens" else "scattered"
-            self.add(stage, out.detach().sum(-1) if isinstance(out, torch.Tensor) else out)
+            label = name.replace("_tokens", "ed rows")
+            if not isinstance(out, torch.Tensor):
+                self.add("dropping layers", out, label)
+                return
+            C = out.size(-1)  # each row's dot product with fixed weights: any element moves it
+            w = torch.randn(C, generator=torch.Generator().manual_seed(C), dtype=torch.float64)
+            self.add("dropping layers", out.detach().double() @ w.to(out.device), label)
+            self.add("dropping layers", str(out.dtype), label + "' dtype")
         elif name == "train_step":  # -> (loss, rows, s, r)
             self.add("loss", out[0])
 
@@ -520,4 +525,18 @@ def main(argv, mine=None):
         return 1
     if result[2]:
         print("\n".join(advice(result[2][1], last, calls, result[1])))
+    elif stopped:  # nothing of yours differed before the stop: those failing their tests
+        print("\n".join(failing(last, calls)))
     return status
+
+
+def failing(swaps, calls):
+    """Lines naming each exercise of yours that ran and fails its tests (after a run that stopped
+    with every recorded value equal: an input changed in place, say)."""
+    lines = []
+    for n, name, _, fn in swaps:
+        said = calls[name] and tests_fail(name, fn)
+        if said:
+            lines.append(f"  exercise {n} {name} (yours fails its tests: {said}): python -m pytest "
+                         f"tests/test_exercises.py --mine -k ex{n:02d}")
+    return lines or ["  every exercise of yours that ran passes its tests: read the error above"]

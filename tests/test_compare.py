@@ -63,7 +63,7 @@ def test_the_references_own_source_is_identical(corpus, tmp_path, monkeypatch, c
     ("Bag.draw", "the first n, not random", "first difference: drawn ids at step 0: ", "ex08"),
     ("sort_index", "descending",
      "first difference: sorted index before step 0 (index_to_sample of vocab_rarity): ", "ex03"),
-    ("gather_tokens", "no per-sample offset", "first difference: gathered at step 0 ", "ex10"),
+    ("gather_tokens", "no per-sample offset", "first difference: dropping layers at step 0 (gathered rows", "ex10"),
 ])
 def test_a_wrong_version_gives_its_stage(name, what, first, k, corpus, tmp_path, monkeypatch,
                                          capsys):
@@ -101,9 +101,11 @@ def test_bad_input_is_one_line(corpus, tmp_path, monkeypatch, capsys):
     status, lines = compare_lines(learner(gather_tokens=wrong), corpus, tmp_path, monkeypatch,
                                   capsys)
     assert status == 1
-    assert lines[-1].startswith("first difference: your run stopped where the reference's went "
-                                "on, every value equal until then ("), lines
-    assert lines[-1].endswith("exercise 10 gather_tokens raised IndexError: my bug at step 0")
+    verdict = next(line for line in lines if line.startswith("first difference: "))
+    assert verdict.startswith("first difference: your run stopped where the reference's went on, "
+                              "every value equal until then ("), lines
+    assert verdict.endswith("exercise 10 gather_tokens raised IndexError: my bug at step 0")
+    assert lines[-1].startswith("  exercise 10 gather_tokens (yours fails its tests: "), lines
     status, lines = compare_lines(learner(), corpus, tmp_path, monkeypatch, capsys,
                                   ["--out_dir=out"])
     assert status == 1 and lines == ["exercises.train --compare: --out_dir: --compare makes its "
@@ -142,7 +144,8 @@ def test_a_stopped_run_is_blamed_on_the_first_output_that_differed(corpus, tmp_p
     text = "\n".join(lines)
     assert status == 1, text
     assert "your run then stopped: the run 'yours' stopped: IndexError" in text, text
-    assert "first difference: gathered at step 0: yours of shape (4, 5)" in text, text
+    assert ("first difference: dropping layers at step 0 (gathered rows): yours of shape (4, 5)"
+            in text), text
     assert "  exercise 10 gather_tokens (yours " in text, text
 
 

@@ -7,6 +7,8 @@ import sys
 import textwrap
 import types
 
+import pytest
+
 import analyzer
 import random_ltd
 import sampler
@@ -90,6 +92,7 @@ def reference_copy(concept):
     return "\n\n".join(parts) + "\n"
 
 
+@pytest.mark.slow  # a subprocess
 def test_python_m_exercises_train_with_the_reference_as_yours(corpus, tmp_path):
     """The command of exercises/README.md, on a learner's package that copies the reference: in its
     own run directory, replaced (a checkpoint left there does not stop it), the calls of yours
