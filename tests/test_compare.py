@@ -210,3 +210,24 @@ def test_compare_all_runs_every_flag_set(corpus, tmp_path, monkeypatch, capsys):
         f"== --compare --all: flag set {label}" for label in FLAG_SETS]
     assert lines[-1] == "--compare --all: 1 of 3 flag sets differ: two_metrics", lines
     assert any(line.startswith("first difference: layer tokens ") for line in lines), lines
+
+
+def test_a_draw_that_passes_its_tests_is_checked_on_the_runs_own_calls(corpus, tmp_path,
+                                                                       monkeypatch, capsys):
+    """A draw that takes the bag's last n once it holds 400 ids or more passes every test (their
+    bags are smaller) but not on this run's own calls: a difference naming it, not a stream."""
+    right = listed("ALTERNATIVES", "Bag.draw", "shuffle the bag, take the first n")
+
+    def tail_when_large(self, rng, n):
+        if self.n < 400:
+            return right(self, rng, n)
+        self.n -= n
+        return self.ids[self.n : self.n + n].copy()
+
+    status, lines = compare_lines(learner(**{"Bag.draw": tail_when_large}), corpus, tmp_path,
+                                  monkeypatch, capsys)
+    text = "\n".join(lines)
+    assert status == 1, text
+    assert ("your Bag.draw (exercise 8) passes its tests but not on this run's own calls: the "
+            "generator rng passed in was not advanced") in text, text
+    assert "first difference: drawn ids at step 0" in text and "another random" not in text, text
