@@ -47,6 +47,8 @@ from exercises.swaps import (LearnerError, Patch, Watch, learner_swaps, project_
 
 RUN_DIR = "out-compare"  # the compare's own runs and logs, replaced on each compare
 SPREAD_SEEDS = 3  # other seeds of the reference, for the spread of its val loss
+T99 = {1: 63.657, 2: 9.925, 3: 5.841, 4: 4.604, 5: 4.032}  # Student's t, two-sided 99%, by d.f.
+OWN_CALLS = 20  # the first calls of each draw of yours, checked as the tests check the recorded
 NUMBER = {name: n for n, _, name in EXERCISES}
 STAGES = {  # in the order the data flows: what it is, the exercises that make it (likeliest first)
     "surprisals": ("-ln p(u) of each token id, from the train split's counts",
@@ -361,7 +363,7 @@ def compare_streams(run_argv, swaps, ref):
     the reference's, and the run made again.
     -> (your first run's result, its calls, [lines on other streams], first_difference's answer,
     the swaps of the last run, None or why your run stopped)."""
-    label, tape = "yours", Tape()
+    label, tape = "yours", Tape({name: OWN_CALLS for name in DRAWS})
     rec, out, _, stopped = run_once(label, run_argv + index_flags(swaps, label),
                                     everything(swaps), tape)
     first_out, calls, streams = out, rec.calls, []
@@ -400,8 +402,12 @@ def own_calls(name, fn, tape):
 
 
 def spread(cfg, run_argv, ref_out):
-    """'the reference's 2.7860 (seed 1337), 2.7795, 2.7881, 2.7912 (seeds 1338-1340)' and
-    (lowest, highest) of the reference's val loss over its seed and SPREAD_SEEDS others."""
+    """'the reference's 2.7860 (seed 1337), 2.7795, 2.7881, 2.7912 (seeds 1338-1340)' and the
+    range where a run at another seed falls 99 times in 100: mean +- t * sd * sqrt(1 + 1/n) over
+    the n = SPREAD_SEEDS + 1 runs (a prediction interval, t of Student's law at n - 1 degrees).
+
+    subtle: not (lowest, highest) of the n runs: a correct draw's run, a run at one more seed,
+    falls outside the range of 4 others 2 times in 5."""
     seeds = range(cfg.seed + 1, cfg.seed + 1 + SPREAD_SEEDS)
     losses = [ref_out["val_loss"]]
     for seed in seeds:
@@ -409,9 +415,11 @@ def spread(cfg, run_argv, ref_out):
                                 everything([]))
         losses.append(out["val_loss"])
     others = ", ".join(f"{v:.4f}" for v in losses[1:])
+    half = T99[len(losses) - 1] * float(np.std(losses, ddof=1)) * (1 + 1 / len(losses)) ** 0.5
+    lo, hi = float(np.mean(losses)) - half, float(np.mean(losses)) + half
     line = (f"the reference's {losses[0]:.4f} (seed {cfg.seed}), {others} "
-            f"(seeds {seeds[0]}-{seeds[-1]})")
-    return line, (min(losses), max(losses))
+            f"(seeds {seeds[0]}-{seeds[-1]}; 99% of its runs fall in {lo:.4f}-{hi:.4f})")
+    return line, (lo, hi)
 
 
 def index_flags(swaps, label):
@@ -465,8 +473,8 @@ def verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result, yours, stopp
         return 0
     draws = ", ".join(s.split(" (exercise")[0].removeprefix("your ") for s in streams)
     print(f"first difference: val loss after {mine_out['iter_num']} steps: yours "
-          f"{mine_out['val_loss']:.4f}, outside the reference's {lo:.4f}-{hi:.4f} over "
-          f"{SPREAD_SEEDS + 1} seeds: your {draws} draws otherwise than a uniform draw should")
+          f"{mine_out['val_loss']:.4f}, outside {lo:.4f}-{hi:.4f}, where the reference's runs fall "
+          f"99 times in 100: your {draws} draws otherwise than a uniform draw should")
     return 1
 
 

@@ -26,6 +26,7 @@ But:
 - GatherRows.backward gets a stand-in ctx holding what forward saved (rows, n_rows).
 """
 
+import functools
 import hashlib
 import importlib
 import inspect
@@ -39,8 +40,9 @@ import torch
 DRAWS = ("Bag.draw", "sample_kept_indices")  # random: checked by properties, not by values
 SUMS = ("unigram_neg_log_p", "vocab_rarity")  # float arithmetic: another order moves the last
 # digits (compared to 1e-12 relative); every other result is exact (copies, integers)
-CAPPED = ("gather_tokens", "scatter_tokens", "GatherRows.backward")  # float activations: the
-KEEP = 2  # first KEEP calls of each flag set are kept (the same branches every step; a small file)
+# the fixture keeps the first 2 calls of each flag set of these (float activations: the same
+# branches every step, and a small file)
+FIXTURE_KEEP = {"gather_tokens": 2, "scatter_tokens": 2, "GatherRows.backward": 2}
 
 
 # -----------------------------------------------------------------------------
@@ -124,11 +126,12 @@ def load(path):
 
 
 class Tape:
-    """Records every call of the wrapped functions: calls[i] = {"name", "flags", "args", "result",
-    and for a draw "after": the bag and the generator once it returned}."""
+    """Records the calls of the wrapped functions: calls[i] = {"name", "flags", "args", "result"}.
+    keep: {name: k}, only the first k calls of `name` under each flags label."""
 
-    def __init__(self):
+    def __init__(self, keep=None):
         self.calls, self.arrays, self.flags = [], {}, ""
+        self.keep, self.counts = keep or {}, {}
 
     def wrap(self, name, fn):
         """fn, recording each call; a staticmethod stays one."""
@@ -136,26 +139,19 @@ class Tape:
             return staticmethod(self.wrap(name, fn.__func__))
         sig = inspect.signature(fn)
 
+        @functools.wraps(fn)  # subtle: and the index cache still hashes fn's own source
         def call(*args, **kwargs):
-            bound = sig.bind(*args, **kwargs)
-            args = list(bound.arguments.values())  # subtle: defaults not given are not recorded
-            before = [self.state(a) for a in args]
+            args = list(sig.bind(*args, **kwargs).arguments.values())  # without unpassed defaults
+            seen = self.counts.get((name, self.flags), 0)
+            if seen >= self.keep.get(name, seen + 1):
+                return fn(*args)
+            self.counts[(name, self.flags)] = seen + 1
+            before = [self.state(a) for a in args]  # as they were: a draw changes its bag
             out = fn(*args)
-            if name in CAPPED and self.count(name) >= KEEP:
-                return out
-            rec = {"name": name, "flags": self.flags, "args": before,
-                   "result": encode(out, self.arrays)}
-            if name in DRAWS:  # the bag and the generator after the draw
-                rec["after"] = [self.state(a) for a in args]
-            self.calls.append(rec)
+            self.calls.append({"name": name, "flags": self.flags, "args": before,
+                               "result": encode(out, self.arrays)})
             return out
-        call.__wrapped__ = fn  # subtle: the index cache hashes fn's own source through it
-        call.__name__, call.__qualname__, call.__module__ = fn.__name__, fn.__qualname__, \
-            fn.__module__
         return call
-
-    def count(self, name):
-        return sum(c["name"] == name and c["flags"] == self.flags for c in self.calls)
 
     def swaps(self):
         """[(n, name, the reference's, recorded)] for all 13, for exercises.swaps.install."""
@@ -171,8 +167,8 @@ class Tape:
 
     def state(self, a):
         """An argument as it is now: a bag's slots, a ctx's saved rows, or the value itself."""
-        if hasattr(a, "ids") and hasattr(a, "members"):  # a sampler.Bag
-            return {"ids": encode(a.ids, self.arrays), "n": a.n,
+        if hasattr(a, "ids") and hasattr(a, "members"):  # a sampler.Bag: the ids still in it
+            return {"ids": encode(a.ids[: a.n], self.arrays), "n": a.n, "slots": len(a.ids),
                     "members": encode(a.members, self.arrays)}
         if hasattr(a, "saved_tensors"):  # GatherRows' ctx
             return {"rows": encode(a.saved_tensors[0], self.arrays), "n_rows": a.n_rows}
@@ -388,7 +384,8 @@ def draw_once(Bag, state, rng_state, n, arrays, global_seed):
     """Bag(members) holding the recorded slots, drawn from with the recorded generator state."""
     s = decode(state, arrays)
     bag = Bag(s["members"])
-    bag.ids, bag.n = s["ids"], s["n"]
+    bag.ids = np.zeros(s["slots"], dtype=s["ids"].dtype)  # the slots past n held drawn ids
+    bag.ids[: s["n"]], bag.n = s["ids"], s["n"]
     rng = decode(rng_state, arrays)
     np.random.seed(global_seed)  # a draw on the global RNG gives another draw on the second
     out = bag.draw(rng, n)

@@ -63,7 +63,8 @@ def test_the_references_own_source_is_identical(corpus, tmp_path, monkeypatch, c
     ("Bag.draw", "the first n, not random", "first difference: drawn ids at step 0: ", "ex08"),
     ("sort_index", "descending",
      "first difference: sorted index before step 0 (index_to_sample of vocab_rarity): ", "ex03"),
-    ("gather_tokens", "no per-sample offset", "first difference: dropping layers at step 0 (gathered rows", "ex10"),
+    ("gather_tokens", "no per-sample offset",
+     "first difference: dropping layers at step 0 (gathered rows", "ex10"),
 ])
 def test_a_wrong_version_gives_its_stage(name, what, first, k, corpus, tmp_path, monkeypatch,
                                          capsys):
@@ -89,7 +90,8 @@ def test_another_random_stream_gets_the_seed_spread(corpus, tmp_path, monkeypatc
             "through step 2") in text
     assert lines[-1].startswith("another random stream, which no test finds wrong: val loss after "
                                 "3 steps yours "), lines[-1]
-    assert "(seeds 1338-1340): yours is " in lines[-1]
+    assert "(seeds 1338-1340; 99% of its runs fall in " in lines[-1], lines[-1]
+    assert lines[-1].endswith("): yours is inside their range"), lines[-1]
 
 
 def test_bad_input_is_one_line(corpus, tmp_path, monkeypatch, capsys):
@@ -185,7 +187,8 @@ def test_a_draw_outside_the_seed_spread_is_a_difference(corpus, tmp_path, monkey
     status, lines = compare_lines(mine, corpus, tmp_path, monkeypatch, capsys)
     assert status == 1, lines
     assert lines[-1].startswith("first difference: val loss after 3 steps: yours "), lines[-1]
-    assert lines[-1].endswith("your Bag.draw draws otherwise than a uniform draw should"), lines
+    assert lines[-1].endswith("where the reference's runs fall 99 times in 100: your Bag.draw draws "
+                              "otherwise than a uniform draw should"), lines
     full = listed("MISTAKES", "Bag.draw", "named in issue 46: a shuffle per pass, a new pass found "
                   "by the bag being full")
     status, lines = compare_lines(learner(**{"Bag.draw": full}), corpus, tmp_path, monkeypatch,
