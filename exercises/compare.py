@@ -9,15 +9,26 @@ runner swaps it in, and what flows through the run is recorded and compared in t
 flows, each stage with the exercises that make it:
 
     before step 0   surprisals (1), scores (2), sorted index (3)   [when yours build the index]
-    each step       admitted count (4, 5), drawn ids (8), rows (4, 6, 7), kept positions (9),
-                    layer tokens (13), loss (10, 11, 12), gradients (step 0: 10, 11, 12)
+    each step       difficulty (4), admitted count (5), drawn ids (8), rows (6, 7), kept
+                    positions (9), dropping layers: gathered and scattered rows in the order the
+                    layers run (10, 11, 12), layer tokens (13), loss (10, 11, 12), gradients
+                    (at step 0 and at the first step that drops tokens: 10, 11, 12)
 
-The last line is the verdict: `identical to the reference through step N (K stages compared)`
-(exit 0), or `first difference: <stage> at step N: yours ..., reference ...` (exit 1) and what
-usually causes it. A draw of yours (8 or 9) that passes its tests but uses the random generator
-differently (rng.permutation instead of rng.choice) cannot give the reference's ids: the compare
-says so, puts the reference's draw in its place to compare the rest, and sets your final val loss
-beside the reference's at three other seeds (exit 0: no test finds a mistake there).
+Values and dtypes are compared (a float 2304.0 is not the integer 2304). The last line is the
+verdict: `identical to the reference through step N (K stages compared)` (exit 0), or
+`first difference: <stage> at step N: yours ..., reference ...` (exit 1) and every exercise of
+yours that makes the stage, those failing their tests first. A run of yours that stops is compared
+up to its stop, and blamed on the first of its values that differed.
+
+A draw of yours (8 or 9) that passes its tests but uses the random generator differently
+(rng.permutation instead of rng.choice) cannot give the reference's ids. The compare checks it on
+this run's own calls as the tests check the recorded ones (exercises/replay.py: each id or position
+as likely, the generator honoured and advanced, nothing drawn twice in a pass; failing: a
+difference), puts the reference's draw in its place to compare the rest, and sets your final val
+loss beside the reference's at three other seeds: inside the range where 99 in 100 of its runs
+fall, exit 0; outside, a difference naming your draw (exit 1).
+
+--all: the compare under each flag set of exercises/flagsets.py, one verdict each, a last line.
 
 But:
 - the runs go to out-compare/ (replaced each time: train.py's logs are there), never to out/;
