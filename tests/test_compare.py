@@ -187,8 +187,8 @@ def test_a_draw_outside_the_seed_spread_is_a_difference(corpus, tmp_path, monkey
     status, lines = compare_lines(mine, corpus, tmp_path, monkeypatch, capsys)
     assert status == 1, lines
     assert lines[-1].startswith("first difference: val loss after 3 steps: yours "), lines[-1]
-    assert lines[-1].endswith("where the reference's runs fall 99 times in 100: your Bag.draw draws "
-                              "otherwise than a uniform draw should"), lines
+    assert lines[-1].endswith("where the reference's runs fall 99 times in 100: your Bag.draw "
+                              "draws otherwise than a uniform draw should"), lines
     full = listed("MISTAKES", "Bag.draw", "named in issue 46: a shuffle per pass, a new pass found "
                   "by the bag being full")
     status, lines = compare_lines(learner(**{"Bag.draw": full}), corpus, tmp_path, monkeypatch,
