@@ -37,6 +37,11 @@ import types
 import numpy as np
 import torch
 
+PARAMS = {"unigram_neg_log_p": ["counts"], "vocab_rarity": ["samples", "neg_log_p"],
+          "sort_index": ["sample_to_metric"],
+          "admitted_prefix": ["difficulty_type", "d", "index_to_sample", "index_to_metric"],
+          "seqlen_truncate": ["batch"], "seqlen_reshape": ["batch"], "gather_tokens": ["x", "idx"],
+          "scatter_tokens": ["x", "idx", "y"], "GatherRows.backward": ["ctx", "grad"]}
 DRAWS = ("Bag.draw", "sample_kept_indices")  # random: checked by properties, not by values
 SUMS = ("unigram_neg_log_p", "vocab_rarity")  # float arithmetic: another order moves the last
 # digits (compared to 1e-12 relative); every other result is exact (copies, integers)
@@ -232,6 +237,10 @@ def describe(call, args=None):
             return f"a bag holding {v['n']} ids"
         if isinstance(v, dict) and "rows" in v:
             return f"ctx(rows {tuple(v['rows'].shape)}, n_rows={v['n_rows']})"
+        if isinstance(v, dict):  # still encoded: a generator, a device
+            said = {"rng": "rng", "torch_generator": "a torch.Generator", "device": None}
+            key = next(iter(v))
+            return said.get(key) or f"torch.device({v.get('device')!r})"
         if isinstance(v, types.SimpleNamespace):
             return f"ctx(rows {tuple(v.saved_tensors[0].shape)}, n_rows={v.n_rows})"
         if isinstance(v, (torch.Tensor, np.ndarray)):
@@ -261,7 +270,8 @@ def replay(name, fn, calls, arrays):
         except (Wrong, NotImplementedError):
             raise
         except Exception as e:  # noqa: BLE001  (whatever yours raises)
-            raise Wrong(f"raised {type(e).__name__}: {e}", describe(call), cause=e) from None
+            args = [decode_arg(a, arrays) for a in call["args"]]
+            raise Wrong(f"raised {type(e).__name__}: {e}", describe(call, args), cause=e) from None
     if name == "Bag.draw":
         uniform_slots(stats, mine)
     if name == "sample_kept_indices":
@@ -285,8 +295,9 @@ def check_call(name, fn, call, arrays, stats):
         raise Wrong(what + k, describe(call, before), got, expected)
     for i, (a, b) in enumerate(zip(args, before)):
         if isinstance(b, (np.ndarray, torch.Tensor)) and not equal(a, b):
-            raise Wrong(f"changed its input (argument {i + 1}) in place", describe(call, before),
-                        a, b)
+            said = PARAMS.get(name, [])[i : i + 1] or [f"argument {i + 1}"]
+            raise Wrong(f"changed its input {said[0]} in place (work on a copy)",
+                        describe(call, before), a, b)
     if name in ("gather_tokens", "scatter_tokens"):
         check_gradients(name, call, arrays, got, args)
 

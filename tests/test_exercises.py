@@ -965,3 +965,28 @@ def as_training_calls_it(name):
 for _name in EX:  # pytest collects them by these names: -k ex05 or -k admitted_prefix finds one
     _test = as_training_calls_it(_name)
     globals()[_test.__name__] = _test
+
+
+def test_the_recorded_calls_run_every_branch():
+    """The fixture holds, between its flag sets: truncate and reshape, value and percentile
+    admission, two metrics at once, 3, 4 and 5 layers with 2 or 3 dropping, ids that joined the
+    bag mid-pass, and the kept positions drawn with the device and generator that model.py passes;
+    and the reference passes its own replay (the test above, without --mine)."""
+    calls, arrays = recorded_calls()
+    names = {c["name"] for c in calls}
+    assert names == set(EX), names ^ set(EX)
+    admit = [c for c in calls if c["name"] == "admitted_prefix"]
+    assert {c["args"][0] for c in admit} == {"value", "percentile"}
+    assert {c["flags"] for c in admit if c["args"][0] == "value"} == {"two_metrics"}
+    layers = {(c["args"][3], c["args"][4]) for c in calls if c["name"] == "layer_tokens"}
+    assert {(4, 2), (3, 3), (5, 3)} <= layers, layers
+    kept = [c for c in calls if c["name"] == "sample_kept_indices"]
+    assert all("torch_generator" in c["args"][3] and c["args"][4] == {"device": "cpu"}
+               for c in kept)
+    joined = 0  # a draw whose bag grew since the last draw, though the last left it non-empty
+    for flags in {c["flags"] for c in calls}:
+        draws = [c for c in calls if c["name"] == "Bag.draw" and c["flags"] == flags]
+        for a, b in zip(draws, draws[1:]):
+            left = a["args"][0]["n"] - a["args"][2]
+            joined += 0 < left < b["args"][0]["n"]
+    assert joined >= 3, joined
