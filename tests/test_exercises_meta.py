@@ -896,8 +896,9 @@ def cached_by_length():
     tables = {}
 
     def vocab_rarity(samples, neg_log_p):
-        table = tables.setdefault(len(neg_log_p), np.array(neg_log_p, dtype=np.float64))
-        return table[samples].sum(axis=1)
+        if len(neg_log_p) not in tables:
+            tables[len(neg_log_p)] = np.array(neg_log_p, dtype=np.float64)
+        return tables[len(neg_log_p)][samples].sum(axis=1)
     return vocab_rarity
 
 
@@ -927,9 +928,10 @@ def cached_by_total():
     tables = {}
 
     def root_schedule(t, lo, hi, total, step, degree):
-        table = tables.setdefault((total, degree), [schedule(k, lo, hi, total, step, degree)
-                                                    for k in range(total + 1)])
-        return table[min(t, total)]
+        if (total, degree) not in tables:
+            tables[total, degree] = [schedule(k, lo, hi, total, step, degree)
+                                     for k in range(total + 1)]
+        return tables[total, degree][min(t, total)]
     return root_schedule
 
 
