@@ -129,3 +129,23 @@ def test_python_m_exercises_train_with_the_reference_as_yours(corpus, tmp_path):
         f"exercises.train: exercises/sampler.py does not import: SyntaxError: invalid "
         f"syntax (sampler.py, line {reference_copy('sampler').count(chr(10)) + 2})"], (
             out.stdout + out.stderr)
+
+
+@pytest.mark.slow  # three short trainings
+def test_the_recorded_calls_are_what_training_makes_today(tmp_path):
+    """tests/fixtures/exercise_calls.npz is what its generator records from today's train.py (when
+    training changes how it calls an exercise: python tests/fixtures/make_exercise_calls.py)."""
+    import importlib.util
+
+    from exercises import replay
+
+    path = os.path.join(ROOT, "tests", "fixtures", "make_exercise_calls.py")
+    spec = importlib.util.spec_from_file_location("make_exercise_calls", path)
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    tape = make.record(str(tmp_path))
+    calls, arrays = replay.load(make.OUT)
+    assert len(tape.calls) == len(calls)
+    for i, (now, then) in enumerate(zip(tape.calls, calls)):
+        assert now == then, (i, now["name"], "rerun tests/fixtures/make_exercise_calls.py")
+    assert set(tape.arrays) == set(arrays)
