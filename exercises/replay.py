@@ -240,7 +240,7 @@ def describe(call, args=None):
         if isinstance(v, dict):  # still encoded: a generator, a device
             said = {"rng": "rng", "torch_generator": "a torch.Generator", "device": None}
             key = next(iter(v))
-            return said.get(key) or f"torch.device({v.get('device')!r})"
+            return said.get(key) or (f"torch.device({v['device']!r})" if key == "device" else key)
         if isinstance(v, types.SimpleNamespace):
             return f"ctx(rows {tuple(v.saved_tensors[0].shape)}, n_rows={v.n_rows})"
         if isinstance(v, (torch.Tensor, np.ndarray)):
@@ -264,14 +264,20 @@ def replay(name, fn, calls, arrays):
     check = {"Bag.draw": check_draw, "sample_kept_indices": check_kept}.get(name, check_call)
     stats = {}  # what the draws' uniformity is judged on, over all the calls
     mine = [dict(c, index=i) for i, c in enumerate(calls) if c["name"] == name]
-    for call in mine:
-        try:
-            check(name, fn, call, arrays, stats)
-        except (Wrong, NotImplementedError):
-            raise
-        except Exception as e:  # noqa: BLE001  (whatever yours raises)
-            args = [decode_arg(a, arrays) for a in call["args"]]
-            raise Wrong(f"raised {type(e).__name__}: {e}", describe(call, args), cause=e) from None
+    global_rngs = torch.get_rng_state(), np.random.get_state()  # the draws' checks reseed them
+    try:
+        for call in mine:
+            try:
+                check(name, fn, call, arrays, stats)
+            except (Wrong, NotImplementedError):
+                raise
+            except Exception as e:  # noqa: BLE001  (whatever yours raises)
+                args = [decode_arg(a, arrays) for a in call["args"]]
+                raise Wrong(f"raised {type(e).__name__}: {e}", describe(call, args),
+                            cause=e) from None
+    finally:
+        torch.set_rng_state(global_rngs[0])
+        np.random.set_state(global_rngs[1])
     if name == "Bag.draw":
         uniform_slots(stats, mine)
     if name == "sample_kept_indices":
@@ -327,15 +333,15 @@ def check_gradients(name, call, arrays, got, args):
                     dtype=expected.dtype)
     if not got.requires_grad:
         raise Wrong("your output does not require grad: no gradient reaches the model",
-                    describe(call))
+                    describe(call, ref_args))
     (got * w).sum().backward()
     (expected * w).sum().backward()
     for i, (a, b) in enumerate(zip(args, ref_args)):
         if isinstance(b, torch.Tensor) and b.requires_grad:
             ga = a.grad if a.grad is not None else torch.zeros_like(b)
             if not equal(ga, b.grad):
-                raise Wrong(f"wrong gradient of argument {i + 1} (loss = sum(out * w))",
-                            describe(call), ga, b.grad)
+                raise Wrong(f"wrong gradient of {PARAMS[name][i]} (loss = sum(out * w), w fixed)",
+                            describe(call, ref_args), ga, b.grad)
 
 
 # -----------------------------------------------------------------------------
