@@ -1,6 +1,7 @@
 """Your run beside the reference's, stage by stage, and one verdict.
 
     python -m exercises.train --compare --max_iters=50 --cl_metric=vocab_rarity --random_ltd
+    python -m exercises.train --compare --all    # the flag sets of exercises/flagsets.py in turn
 
 train.py runs twice with the same flags and seed: once with the reference's functions, once with
 yours (exercises/*.py; a stub stays the reference's). Each exercise's function is wrapped, as the
@@ -8,15 +9,26 @@ runner swaps it in, and what flows through the run is recorded and compared in t
 flows, each stage with the exercises that make it:
 
     before step 0   surprisals (1), scores (2), sorted index (3)   [when yours build the index]
-    each step       admitted count (4, 5), drawn ids (8), rows (4, 6, 7), kept positions (9),
-                    layer tokens (13), loss (10, 11, 12), gradients (step 0: 10, 11, 12)
+    each step       difficulty (4), admitted count (5), drawn ids (8), rows (6, 7), kept
+                    positions (9), dropping layers: gathered and scattered rows in the order the
+                    layers run (10, 11, 12), layer tokens (13), loss (10, 11, 12), gradients
+                    (at step 0 and at the first step that drops tokens: 10, 11, 12)
 
-The last line is the verdict: `identical to the reference through step N (K stages compared)`
-(exit 0), or `first difference: <stage> at step N: yours ..., reference ...` (exit 1) and what
-usually causes it. A draw of yours (8 or 9) that passes its tests but uses the random generator
-differently (rng.permutation instead of rng.choice) cannot give the reference's ids: the compare
-says so, puts the reference's draw in its place to compare the rest, and sets your final val loss
-beside the reference's at three other seeds (exit 0: no test finds a mistake there).
+Values and dtypes are compared (a float 2304.0 is not the integer 2304). The last line is the
+verdict: `identical to the reference through step N (K stages compared)` (exit 0), or
+`first difference: <stage> at step N: yours ..., reference ...` (exit 1) and every exercise of
+yours that makes the stage, those failing their tests first. A run of yours that stops is compared
+up to its stop, and blamed on the first of its values that differed.
+
+A draw of yours (8 or 9) that passes its tests but uses the random generator differently
+(rng.permutation instead of rng.choice) cannot give the reference's ids. The compare checks it on
+this run's own calls as the tests check the recorded ones (exercises/replay.py: each id or position
+as likely, the generator honoured and advanced, nothing drawn twice in a pass; failing: a
+difference), puts the reference's draw in its place to compare the rest, and sets your final val
+loss beside the reference's at three other seeds: inside the range where 99 in 100 of its runs
+fall, exit 0; outside, a difference naming your draw (exit 1).
+
+--all: the compare under each flag set of exercises/flagsets.py, one verdict each, a last line.
 
 But:
 - the runs go to out-compare/ (replaced each time: train.py's logs are there), never to out/;
@@ -39,11 +51,15 @@ import torch
 
 import config
 from exercises import EXERCISES
+from exercises.flagsets import FLAG_SETS, argv_of
+from exercises.replay import DRAWS, Tape, Wrong, replay
 from exercises.swaps import (LearnerError, Patch, Watch, learner_swaps, project_root, ran,
                              stubs_line)
 
 RUN_DIR = "out-compare"  # the compare's own runs and logs, replaced on each compare
 SPREAD_SEEDS = 3  # other seeds of the reference, for the spread of its val loss
+T99 = {1: 63.657, 2: 9.925, 3: 5.841, 4: 4.604, 5: 4.032}  # Student's t, two-sided 99%, by d.f.
+OWN_CALLS = 20  # the first calls of each draw of yours, checked as the tests check the recorded
 NUMBER = {name: n for n, _, name in EXERCISES}
 STAGES = {  # in the order the data flows: what it is, the exercises that make it (likeliest first)
     "surprisals": ("-ln p(u) of each token id, from the train split's counts",
@@ -51,16 +67,21 @@ STAGES = {  # in the order the data flows: what it is, the exercises that make i
     "scores": ("each window's sum of its tokens' surprisals",
                ["vocab_rarity", "unigram_neg_log_p"]),
     "sorted index": ("the sample ids by score, ties by id, and their scores", ["sort_index"]),
-    "admitted count": ("how many samples this step's difficulty admits",
-                       ["admitted_prefix", "root_schedule"]),
+    "difficulty": ("this step's difficulty of each curriculum, from its schedule",
+                   ["root_schedule"]),
+    "admitted count": ("how many samples this step's difficulty admits", ["admitted_prefix"]),
     "drawn ids": ("the step's sample ids, drawn from the admitted ones", ["Bag.draw"]),
     "rows": ("the step's token rows, cut to the curriculum's length",
              ["seqlen_truncate", "seqlen_reshape", "root_schedule"]),
     "kept positions": ("the positions each dropping layer keeps", ["sample_kept_indices"]),
+    "dropping layers": ("each dropping layer's kept rows gathered, then its output scattered back, "
+                        "in the order the layers run (each row's dot product with fixed weights)",
+                        ["gather_tokens", "scatter_tokens", "GatherRows.backward"]),
     "layer tokens": ("the step's token-layers on the effective-token clock", ["layer_tokens"]),
     "loss": ("the step's loss, through the gather and the scatter",
              ["gather_tokens", "scatter_tokens", "GatherRows.backward"]),
-    "gradients": ("the first step's gradients, through the scatter's and the gather's backward",
+    "gradients": ("the gradients at step 0 and at the first step that drops tokens, through the "
+                  "scatter's and the gather's backward",
                   ["GatherRows.backward", "scatter_tokens", "gather_tokens"]),
 }
 ORDER = list(STAGES)
@@ -80,6 +101,7 @@ class Recorder(Watch):
     def __init__(self):
         super().__init__()
         self.values = {}
+        self.drop_step = None  # the first step whose dropping layers keep fewer than T tokens
 
     def add(self, stage, value, label=""):
         step = -1 if self.step is None else self.step
@@ -90,6 +112,15 @@ class Recorder(Watch):
             self.add("surprisals", out)
         elif name == "layer_tokens" and self.step is not None:  # not the budget's, before step 0
             self.add("layer tokens", out)
+        elif name in ("gather_tokens", "scatter_tokens") and self.step is not None:
+            label = name.replace("_tokens", "ed rows")
+            if not isinstance(out, torch.Tensor):
+                self.add("dropping layers", out, label)
+                return
+            C = out.size(-1)  # each row's dot product with fixed weights: any element moves it
+            w = torch.randn(C, generator=torch.Generator().manual_seed(C), dtype=torch.float64)
+            self.add("dropping layers", out.detach().double() @ w.to(out.device), label)
+            self.add("dropping layers", str(out.dtype), label + "' dtype")
         elif name == "train_step":  # -> (loss, rows, s, r)
             self.add("loss", out[0])
 
@@ -113,6 +144,8 @@ class Recorder(Watch):
         sample, layers = model.sample_ltd_indices, sorted(model.ltd_layers)
 
         def ids():
+            for name, d in sampler.difficulties().items():  # the step's, as _update_pool sees it
+                self.add("difficulty", d, name)
             out = global_ids()
             self.add("admitted count", int(sampler.mask.sum()))
             self.add("drawn ids", out)
@@ -125,12 +158,14 @@ class Recorder(Watch):
 
         def kept(*args, **kwargs):
             idx = sample(*args, **kwargs)  # (n_ltd, B, r) or None: dense
+            if idx is not None and self.drop_step is None:
+                self.drop_step = self.step  # its gradients are compared too
             for j, layer in enumerate(layers if idx is not None else []):
                 self.add("kept positions", idx[j], f"layer {layer}")
             return idx
 
         def grads(optimizer, args, kwargs):  # after the backward, before the update
-            if self.step == 0:
+            if self.step == 0 or self.step == self.drop_step:
                 for name, p in model.named_parameters():
                     self.add("gradients", p.grad if p.grad is not None else np.nan, name)
         sampler.global_ids, sampler.next_batch, model.sample_ltd_indices = ids, batch, kept
@@ -168,31 +203,57 @@ def flags(argv):
     return config.parse_args(run_argv), run_argv
 
 
-def run_once(label, argv, swaps):
+def run_once(label, argv, swaps, tape=None):
     """train.py with argv, every exercise recorded (swaps: all 13), its output in
-    RUN_DIR/<label>.log -> (Recorder, train's result, seconds)."""
+    RUN_DIR/<label>.log -> (Recorder, train's result or None, seconds, None or why it stopped).
+    tape: records the calls of your draws (exercises/replay.py). The reference's run must not
+    stop (the flags are at fault: a LearnerError); yours may, and is compared up to the stop."""
     import train
 
+    if tape is not None:
+        swaps = [(n, name, ref, tape.wrap(name, fn) if name in DRAWS and fn is not ref else fn)
+                 for n, name, ref, fn in swaps]
     rec, patch, t0 = Recorder(), Patch(), time.time()
     rec.install(train, swaps, patch)
     argv = argv + [f"--out_dir={os.path.join(RUN_DIR, label)}"]
     log_path = os.path.join(RUN_DIR, label + ".log")
+    out, stopped = None, None
     try:
         with open(log_path, "w") as log:
             with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
                 out = train.train(config.parse_args(argv), config.given(argv))
+    except LearnerError as e:  # a function of yours raised
+        stopped = str(e)
     except (ValueError, OSError) as e:  # e.g. an empty pool, from what a function of yours gave
-        error = f"the run '{label}' stopped: {getattr(e, 'line', None) or e} (log: {log_path})"
-    else:
-        error = None
+        stopped = f"the run '{label}' stopped: {getattr(e, 'line', None) or e} (log: {log_path})"
+    except Exception as e:  # noqa: BLE001  (a reference function, fed what one of yours gave)
+        if label.startswith("reference"):
+            raise
+        stopped = f"the run '{label}' stopped: {type(e).__name__}: {e} (log: {log_path})"
     finally:
         patch.undo()
-    if error:
-        raise LearnerError(error)
+    if stopped and label.startswith("reference"):
+        raise LearnerError(stopped)
     seconds = time.time() - t0
-    print(f"{label}: {out['iter_num']} steps, val loss {out['val_loss']:.4f} in {seconds:.0f} s "
-          f"(log: {log_path})", flush=True)
-    return rec, out, seconds
+    if out:
+        print(f"{label}: {out['iter_num']} steps, val loss {out['val_loss']:.4f} in {seconds:.0f} "
+              f"s (log: {log_path})", flush=True)
+    else:
+        print(f"{label}: stopped {rec.when()} after {seconds:.0f} s (log: {log_path})", flush=True)
+    return rec, out, seconds, stopped
+
+
+def up_to(ref, mine):
+    """The reference's values where your run has them: a run of yours that stopped is compared
+    up to its stop (at the step it stopped in, as many values of a stage as it made)."""
+    last = max((step for step, _ in mine), default=None)
+    out = {}
+    for key, values in ref.items():
+        if key[0] == last and key in mine:
+            out[key] = values[: len(mine[key])]
+        elif last is None or key[0] < last or key in mine:
+            out[key] = values
+    return out
 
 
 def tests_fail(name, fn):
@@ -232,8 +293,9 @@ def first_difference(mine, ref):
                 return compared, notes, (step, stage, label, a[i][1] if a[i:] else None,
                                          b[i][1] if b[i:] else None)
             (label, x), (_, y) = a[i], b[i]
-            if x.shape == y.shape and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"):
-                continue
+            if x.shape == y.shape and x.dtype == y.dtype and np.array_equal(
+                    x, y, equal_nan=x.dtype.kind == "f"):
+                continue  # subtle: a float 2304.0 is not the integer 2304
             if stage in CLOSE and x.shape == y.shape and np.allclose(x, y, rtol=1e-12, atol=0):
                 worst = float(np.max(np.abs(x - y) / np.maximum(np.abs(y), 1e-300)))
                 notes.append(f"note: your {stage} ({label or 'all'}) differ from the reference's "
@@ -264,6 +326,8 @@ def describe(step, stage, label, x, y):
         ref += " (a run stopped early, or called it less often)"
     elif x.shape != y.shape:
         yours, ref = f"of shape {x.shape}", f"{y.shape}"
+    elif x.dtype != y.dtype and np.array_equal(x, y):
+        yours, ref = f"{excerpt(x.ravel(), 0)} of dtype {x.dtype}", f"of dtype {y.dtype}"
     elif x.ndim == 0:
         yours, ref = fmt(x), fmt(y)
     else:
@@ -292,11 +356,11 @@ def advice(stage, swaps, calls, notes):
     if not mine:
         return lines + ["  none of your functions makes it: an earlier difference fed it, or a "
                         "function of yours called inside a reference one"]
-    for name in mine[:2]:
-        failed = tests_fail(name, yours[name])
+    said = {name: tests_fail(name, yours[name]) for name in mine}
+    for name in sorted(mine, key=lambda name: said[name] is None):  # failing ones first
         k = f"python -m pytest tests/test_exercises.py --mine -k ex{NUMBER[name]:02d}"
-        said = f"fails its tests: {failed}" if failed else "passes its tests"
-        lines.append(f"  exercise {NUMBER[name]} {name} (yours {said}): {k}")
+        verdict = f"fails its tests: {said[name]}" if said[name] else "passes its tests"
+        lines.append(f"  exercise {NUMBER[name]} {name} (yours {verdict}): {k}")
     return lines
 
 
@@ -305,40 +369,68 @@ def advice(stage, swaps, calls, notes):
 
 
 def compare_streams(run_argv, swaps, ref):
-    """Your run against the reference's recorder ref; a draw of yours that passes its tests but uses
-    the generator differently is said, replaced by the reference's, and the run made again.
+    """Your run against the reference's recorder ref; a draw of yours that passes its tests, and
+    its checks on this run's own calls, but uses the generator differently is said, replaced by
+    the reference's, and the run made again.
     -> (your first run's result, its calls, [lines on other streams], first_difference's answer,
-    the swaps of the last run)."""
-    label = "yours"
-    rec, out, _ = run_once(label, run_argv + index_flags(swaps, label), everything(swaps))
+    the swaps of the last run, None or why your run stopped)."""
+    label, tape = "yours", Tape({name: OWN_CALLS for name in DRAWS})
+    rec, out, _, stopped = run_once(label, run_argv + index_flags(swaps, label),
+                                    everything(swaps), tape)
     first_out, calls, streams = out, rec.calls, []
     while True:
-        compared, notes, diff = first_difference(rec.values, ref.values)
+        values = up_to(ref.values, rec.values) if stopped else ref.values
+        compared, notes, diff = first_difference(rec.values, values)
         name = diff and RANDOM.get(diff[1])
         fn = next((f for _, n, _, f in swaps if n == name), None)
         if fn is None or not rec.calls[name] or tests_fail(name, fn):
-            return first_out, calls, streams, (compared, notes, diff), swaps
+            return first_out, calls, streams, (compared, notes, diff), swaps, stopped
+        broken = own_calls(name, fn, tape)
+        if broken:
+            return first_out, calls, streams, (compared, notes + [broken], diff), swaps, stopped
         streams.append(f"your {name} (exercise {NUMBER[name]}) passes its tests but uses the "
                        f"random generator differently from the reference's, so no later stage "
                        f"can match: {describe(*diff)}; the reference's {name} stands in for it")
         swaps = [s for s in swaps if s[1] != name]
         label = "yours-with-the-reference's-" + name.replace(".", "-")
-        rec, _, _ = run_once(label, run_argv + index_flags(swaps, label), everything(swaps))
+        rec, _, _, stopped = run_once(label, run_argv + index_flags(swaps, label),
+                                      everything(swaps))
+
+
+def own_calls(name, fn, tape):
+    """None, or a line on how your draw `name` fails what a draw owes on this run's own calls
+    (exercises/replay.py: uniform over the bag or the positions, the generator honoured and
+    advanced, nothing drawn twice in a pass)."""
+    import sampler
+
+    mine = type("Bag", (sampler.Bag,), {"draw": fn}) if name == "Bag.draw" else fn
+    try:
+        replay(name, mine, tape.calls, tape.arrays)
+    except Wrong as e:
+        return (f"your {name} (exercise {NUMBER[name]}) passes its tests but not on this run's "
+                f"own calls: {e.what}, at {e.call}")
+    return None
 
 
 def spread(cfg, run_argv, ref_out):
-    """'the reference's 2.7860 (seed 1337), 2.7795, 2.7881, 2.7912 (seeds 1338-1340)' and
-    (lowest, highest) of the reference's val loss over its seed and SPREAD_SEEDS others."""
+    """'the reference's 2.7860 (seed 1337), 2.7795, 2.7881, 2.7912 (seeds 1338-1340)' and the
+    range where a run at another seed falls 99 times in 100: mean +- t * sd * sqrt(1 + 1/n) over
+    the n = SPREAD_SEEDS + 1 runs (a prediction interval, t of Student's law at n - 1 degrees).
+
+    subtle: not (lowest, highest) of the n runs: a correct draw's run, a run at one more seed,
+    falls outside the range of 4 others 2 times in 5."""
     seeds = range(cfg.seed + 1, cfg.seed + 1 + SPREAD_SEEDS)
     losses = [ref_out["val_loss"]]
     for seed in seeds:
-        _, out, _ = run_once(f"reference-seed{seed}", run_argv + [f"--seed={seed}"],
-                             everything([]))
+        _, out, _, _ = run_once(f"reference-seed{seed}", run_argv + [f"--seed={seed}"],
+                                everything([]))
         losses.append(out["val_loss"])
     others = ", ".join(f"{v:.4f}" for v in losses[1:])
+    half = T99[len(losses) - 1] * float(np.std(losses, ddof=1)) * (1 + 1 / len(losses)) ** 0.5
+    lo, hi = float(np.mean(losses)) - half, float(np.mean(losses)) + half
     line = (f"the reference's {losses[0]:.4f} (seed {cfg.seed}), {others} "
-            f"(seeds {seeds[0]}-{seeds[-1]})")
-    return line, (min(losses), max(losses))
+            f"(seeds {seeds[0]}-{seeds[-1]}; 99% of its runs fall in {lo:.4f}-{hi:.4f})")
+    return line, (lo, hi)
 
 
 def index_flags(swaps, label):
@@ -362,14 +454,20 @@ def compared_yours(swaps, calls):
     return f"yours of exercise{'s' * (len(ns) > 1)} {spans}" if ns else "none of yours ran"
 
 
-def verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result, yours):
+def verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result, yours, stopped):
     """Print what the comparison found, the verdict line last -> exit status. yours: which of
-    yours were compared."""
+    yours were compared; stopped: None, or why your run stopped."""
     compared, notes, diff = result
     for line in streams + notes:
         print(line)
+    if stopped and diff:
+        print(f"your run then stopped: {stopped}")
     if diff:
         print(f"first difference: {describe(*diff)}")
+        return 1
+    if stopped:
+        print(f"first difference: your run stopped where the reference's went on, every value "
+              f"equal until then ({compared} stages compared): {stopped}")
         return 1
     last = max((step for step, _ in ref.values), default=-1)
     same = f"identical to the reference through step {last} ({compared} stages compared)"
@@ -378,16 +476,48 @@ def verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result, yours):
         return 0
     print(f"the rest of yours, with the reference's draw in its place: {same}")
     line, (lo, hi) = spread(cfg, run_argv, ref_out)
-    inside = "inside" if lo <= mine_out["val_loss"] <= hi else "outside"
+    inside = lo <= mine_out["val_loss"] <= hi
     print(f"another random stream, which no test finds wrong: val loss after "
           f"{mine_out['iter_num']} steps yours {mine_out['val_loss']:.4f}, {line}: yours is "
-          f"{inside} their range")
+          f"{'inside' if inside else 'outside'} their range")
+    if inside:
+        return 0
+    draws = ", ".join(s.split(" (exercise")[0].removeprefix("your ") for s in streams)
+    print(f"first difference: val loss after {mine_out['iter_num']} steps: yours "
+          f"{mine_out['val_loss']:.4f}, outside {lo:.4f}-{hi:.4f}, where the reference's runs fall "
+          f"99 times in 100: your {draws} draws otherwise than a uniform draw should")
+    return 1
+
+
+def compare_all(argv, mine=None):
+    """--compare --all: the flag sets of exercises/flagsets.py in turn (the replay tier's), your
+    flags after theirs, one verdict each and a last line for all -> exit status."""
+    global RUN_DIR  # subtle: each set's runs in a folder of their own, set back after
+    root, differ = RUN_DIR, []
+    shutil.rmtree(root, ignore_errors=True)
+    try:
+        for label in FLAG_SETS:
+            print(f"== --compare --all: flag set {label}", flush=True)
+            RUN_DIR = os.path.join(root, label)
+            run_argv = argv_of(label, None, os.path.join(root, "configs")) + list(argv)
+            if main(run_argv, mine):
+                differ.append(label)
+    finally:
+        RUN_DIR = root
+    n = len(FLAG_SETS)
+    if differ:
+        print(f"--compare --all: {len(differ)} of {n} flag sets differ: {', '.join(differ)}")
+        return 1
+    print(f"--compare --all: all {n} flag sets agree with the reference (identical, or another "
+          "random stream inside its seed spread)")
     return 0
 
 
 def main(argv, mine=None):
     """python -m exercises.train --compare [train.py flags] -> exit status (0: identical, or
     another random stream; 1: a difference, or bad input). mine: {concept: module} (tests)."""
+    if "--all" in argv:
+        return compare_all([a for a in argv if a != "--all"], mine)
     try:
         swaps = learner_swaps(mine)
         cfg, run_argv = flags(argv)
@@ -403,15 +533,29 @@ def main(argv, mine=None):
     print("exercises.train --compare: yours:", ", ".join(f"{n} {name}" for n, name, _, _ in swaps))
     print("exercises.train --compare: the reference's (still stubs):", stubs_line(swaps))
     try:
-        ref, ref_out, _ = run_once("reference", run_argv + index_flags(swaps, "reference"),
-                                   everything([]))
-        mine_out, calls, streams, result, last = compare_streams(run_argv, swaps, ref)
+        ref, ref_out, _, _ = run_once("reference", run_argv + index_flags(swaps, "reference"),
+                                      everything([]))
+        mine_out, calls, streams, result, last, stopped = compare_streams(run_argv, swaps, ref)
         print(ran(swaps, calls))
         status = verdict(cfg, run_argv, ref, ref_out, mine_out, streams, result,
-                         compared_yours(swaps, calls))
+                         compared_yours(swaps, calls), stopped)
     except LearnerError as e:
         print(f"exercises.train --compare: {e}")
         return 1
     if result[2]:
         print("\n".join(advice(result[2][1], last, calls, result[1])))
+    elif stopped:  # nothing of yours differed before the stop: those failing their tests
+        print("\n".join(failing(last, calls)))
     return status
+
+
+def failing(swaps, calls):
+    """Lines naming each exercise of yours that ran and fails its tests (after a run that stopped
+    with every recorded value equal: an input changed in place, say)."""
+    lines = []
+    for n, name, _, fn in swaps:
+        said = calls[name] and tests_fail(name, fn)
+        if said:
+            lines.append(f"  exercise {n} {name} (yours fails its tests: {said}): python -m pytest "
+                         f"tests/test_exercises.py --mine -k ex{n:02d}")
+    return lines or ["  every exercise of yours that ran passes its tests: read the error above"]

@@ -46,8 +46,9 @@ class GatherRows(torch.autograd.Function):
 
 
 def layer_tokens(B, s, r, n_layer, n_ltd):
-    """Token-layers of one step: B * (s * (L - n) + min(r, s) * n).
+    """Token-layers of one step: the tokens each of the n_layer blocks processed, over the B rows of
+    s tokens; the n_ltd dropping layers keep r of a row's tokens (all of them when r is None).
 
-    B=2, s=8, r=4, L=4, n=2 -> 2 * (8*2 + 4*2) = 48, vs dense 2 * 8 * 4 = 64.
+    B=2, s=8, r=4, L=4, n=2 -> 48, vs dense (r=None) 64; B=2, s=8, r=12, L=4, n=2 -> 64.
     """
     raise NotImplementedError("exercise 13 layer_tokens")

@@ -12,27 +12,30 @@ import sampler
 
 
 def admitted_prefix(difficulty_type, d, index_to_sample, index_to_metric, max_difficulty):
-    """How many of the sorted samples one metric admits at difficulty d.
+    """How many of the sorted samples one metric admits at difficulty d, as an int.
 
+    value: the samples whose metric is at most d. percentile: DeepSpeed's count, d whole parts of
+    max_difficulty, and every sample at d = max_difficulty.
     metric=[5,1,3] -> index_to_sample=[1,2,0], index_to_metric=[1,3,5]: value d=3 -> 2 (ids 1, 2).
-    N=537, max 50, percentile d=10 -> (537 // 50) * 10 = 100, and all 537 at d=50.
+    N=537, max 50, percentile: d=10 -> 100, d=49 -> 490, d=50 -> 537.
     """
     raise NotImplementedError("exercise 5 admitted_prefix")
 
 
 def seqlen_truncate(batch, L):
-    """Keep the first L+1 tokens of every row: x, y of length L. [[0..8]], L=3 -> [[0,1,2,3]]"""
+    """Every row cut to inputs and targets of length L, from its start.
+
+    [[0..8]], L=3 -> [[0,1,2,3]]
+    """
     raise NotImplementedError("exercise 6 seqlen_truncate")
 
 
 def seqlen_reshape(batch, L):
-    """Cut every (T+1)-token row into T // L rows of L+1 tokens, consecutive rows sharing one token.
-
-    Row k of a sample s is s[k*L : k*L + L + 1], exactly like data.py's windows, so when L divides
-    T every (x, y) pair is kept and the batch has B * T // L rows of length L. When L does not
-    divide T, the last T % L targets of each sample are dropped. (Megatron-DeepSpeed cuts rows of
-    L+1 tokens that share none, losing the target between rows, and appends each sample's tail.)
-    [[0..8]] (T=8), L=4 -> [[0,1,2,3,4], [4,5,6,7,8]]
+    """Every (T+1)-token row cut into rows of L inputs and their L targets, a sample's rows one
+    after another, so that when L divides T every (x, y) pair of the sample is kept, once; when
+    it does not, the last T % L targets of each sample are dropped. (Megatron-DeepSpeed cuts rows
+    that lose the target between them, and appends each sample's tail.)
+    [[0..8]] (T=8), L=4 -> [[0,1,2,3,4], [4,5,6,7,8]]; L=3 -> [[0,1,2,3], [3,4,5,6]]
     """
     raise NotImplementedError("exercise 7 seqlen_reshape")
 

@@ -367,7 +367,7 @@ def test_ex04_root_schedule_at_every_step(impl):
     ex = EX["root_schedule"]
     fn = impl.get(ex)
     configs = [(lo, hi, total, 1, k) for lo in (1, 5, 8) for hi in (100, 2048)
-               for total in (100, 300, 1000) for k in (1, 2, 3)]  # small first: a mistake fails fast
+               for total in (100, 300, 1000) for k in (1, 2, 3)]  # small first: fails fast
     for case in SCHEDULES["curriculum"]:
         c, sc = case["config"], case["config"]["schedule_config"]
         if c["schedule_type"] == "fixed_discrete":
@@ -733,11 +733,12 @@ def test_ex10_gather_tokens_values_and_gradient(impl):
     fn = impl.get(ex)
     x, idx, _, w = ltd_inputs()
     inp = f"x (3, 7, 4) random, idx={idx.tolist()}"
-    before = x.clone()
+    before, idx_before = x.clone(), idx.clone()
+    expected = torch.stack([x[b, idx[b]] for b in range(3)])  # out[b, j] = x[b, idx[b, j]]
     x.requires_grad_(True)
     got = run(ex, fn, x, idx, inp=inp)
     tensor(ex, got, inp)
-    expected = torch.stack([x[b, idx[b]] for b in range(3)])  # out[b, j] = x[b, idx[b, j]]
+    unchanged(ex, idx, idx_before, "idx")
     same(ex, got, expected, inp, atol=1e-12)
     unchanged(ex, x, before, "x")
     differentiable(ex, got, inp)
@@ -910,3 +911,82 @@ def test_ex13_layer_tokens(impl):
                         case["ltd_layers"]) for t in range(case["steps"]))
         same(ex, total, case["layer_tokens"], f"{case['steps']} steps of {case['config']}",
              what="not DeepSpeed's LayerToken count")
+
+
+# -----------------------------------------------------------------------------
+# every exercise as training calls it: the replay tier. tests/fixtures/exercise_calls.npz holds
+# every call that the reference's training made to each exercise under the flag sets of
+# exercises/flagsets.py (written by tests/fixtures/make_exercise_calls.py); each is replayed in
+# order against yours (exercises/replay.py): the reference's result of the same kind and dtype,
+# the inputs left as they were; a draw checked for what a draw owes on each call (distinct, from
+# the bag, the generator honoured and advanced) and for uniformity over all of them.
+
+CALLS = os.path.join(FIXTURES, "exercise_calls.npz")
+
+
+@functools.lru_cache(maxsize=None)
+def recorded_calls():
+    from exercises import replay
+
+    return replay.load(CALLS)
+
+
+def as_training_calls_it(name):
+    """The replay test of exercise `name`."""
+    def test(impl):
+        from exercises import replay
+
+        ex = EX[name]
+        fn = impl.get(ex)
+        calls, arrays = recorded_calls()
+        stub, wrong = None, None
+        try:
+            n = replay.replay(name, fn, calls, arrays)
+        except NotImplementedError as e:  # a stub (maybe another exercise's, called from yours)
+            stub = str(e) if str(e).startswith("exercise ") else f"exercise {ex.n} {name}"
+        except replay.Wrong as e:
+            wrong = e
+        if stub:  # subtle: fail outside the except, or pytest prints the chain
+            pytest.fail(f"{stub}: not implemented yet", pytrace=False)
+        if wrong:
+            what = f"{wrong.what}{where(wrong.cause) if wrong.cause else ''}, as training calls it"
+            a, b = wrong.yours, wrong.expected
+            if all(isinstance(v, (np.ndarray, torch.Tensor)) for v in (a, b)) and (
+                    a.shape == b.shape and a.ndim >= 1 and a.dtype == b.dtype):
+                same(ex, a, b, wrong.call, what=what)  # shows the first row that differs
+            shown = {} if a is None and b is None else {"yours": a, "expected": b}
+            fail(ex, what, call=wrong.call, **shown)
+        assert n >= 2, f"the fixture holds {n} calls of {name}: rerun its generator"
+    slug = name.lower().replace(".", "_")
+    test.__name__ = f"test_ex{EX[name].n:02d}_{slug}_as_training_calls_it"
+    return exercise(name)(test)
+
+
+for _name in EX:  # pytest collects them by these names: -k ex05 or -k admitted_prefix finds one
+    _test = as_training_calls_it(_name)
+    globals()[_test.__name__] = _test
+
+
+def test_the_recorded_calls_run_every_branch():
+    """The fixture holds, between its flag sets: truncate and reshape, value and percentile
+    admission, two metrics at once, 3, 4 and 5 layers with 2 or 3 dropping, ids that joined the
+    bag mid-pass, and the kept positions drawn with the device and generator that model.py passes;
+    and the reference passes its own replay (the test above, without --mine)."""
+    calls, arrays = recorded_calls()
+    names = {c["name"] for c in calls}
+    assert names == set(EX), names ^ set(EX)
+    admit = [c for c in calls if c["name"] == "admitted_prefix"]
+    assert {c["args"][0] for c in admit} == {"value", "percentile"}
+    assert {c["flags"] for c in admit if c["args"][0] == "value"} == {"two_metrics"}
+    layers = {(c["args"][3], c["args"][4]) for c in calls if c["name"] == "layer_tokens"}
+    assert {(4, 2), (3, 3), (5, 3)} <= layers, layers
+    kept = [c for c in calls if c["name"] == "sample_kept_indices"]
+    assert all("torch_generator" in c["args"][3] and c["args"][4] == {"device": "cpu"}
+               for c in kept)
+    joined = 0  # a draw whose bag grew since the last draw, though the last left it non-empty
+    for flags in {c["flags"] for c in calls}:
+        draws = [c for c in calls if c["name"] == "Bag.draw" and c["flags"] == flags]
+        for a, b in zip(draws, draws[1:]):
+            left = a["args"][0]["n"] - a["args"][2]
+            joined += 0 < left < b["args"][0]["n"]
+    assert joined >= 3, joined

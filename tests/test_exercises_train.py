@@ -7,6 +7,8 @@ import sys
 import textwrap
 import types
 
+import pytest
+
 import analyzer
 import random_ltd
 import sampler
@@ -90,6 +92,7 @@ def reference_copy(concept):
     return "\n\n".join(parts) + "\n"
 
 
+@pytest.mark.slow  # a subprocess
 def test_python_m_exercises_train_with_the_reference_as_yours(corpus, tmp_path):
     """The command of exercises/README.md, on a learner's package that copies the reference: in its
     own run directory, replaced (a checkpoint left there does not stop it), the calls of yours
@@ -97,7 +100,7 @@ def test_python_m_exercises_train_with_the_reference_as_yours(corpus, tmp_path):
     learner = tmp_path / "learner"
     pkg = learner / "exercises"
     pkg.mkdir(parents=True)
-    for name in ("__init__.py", "train.py", "swaps.py", "compare.py"):
+    for name in ("__init__.py", "train.py", "swaps.py", "compare.py", "replay.py", "flagsets.py"):
         (pkg / name).write_text(open(os.path.join(ROOT, "exercises", name)).read())
     for concept in CONCEPTS:
         (pkg / f"{concept}.py").write_text(reference_copy(concept))
@@ -126,3 +129,23 @@ def test_python_m_exercises_train_with_the_reference_as_yours(corpus, tmp_path):
         f"exercises.train: exercises/sampler.py does not import: SyntaxError: invalid "
         f"syntax (sampler.py, line {reference_copy('sampler').count(chr(10)) + 2})"], (
             out.stdout + out.stderr)
+
+
+@pytest.mark.slow  # three short trainings
+def test_the_recorded_calls_are_what_training_makes_today(tmp_path):
+    """tests/fixtures/exercise_calls.npz is what its generator records from today's train.py (when
+    training changes how it calls an exercise: python tests/fixtures/make_exercise_calls.py)."""
+    import importlib.util
+
+    from exercises import replay
+
+    path = os.path.join(ROOT, "tests", "fixtures", "make_exercise_calls.py")
+    spec = importlib.util.spec_from_file_location("make_exercise_calls", path)
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    tape = make.record(str(tmp_path))
+    calls, arrays = replay.load(make.OUT)
+    assert len(tape.calls) == len(calls)
+    for i, (now, then) in enumerate(zip(tape.calls, calls)):
+        assert now == then, (i, now["name"], "rerun tests/fixtures/make_exercise_calls.py")
+    assert set(tape.arrays) == set(arrays)
