@@ -49,7 +49,6 @@ import time
 import numpy as np
 import torch
 
-import config
 from exercises import EXERCISES
 from exercises.flagsets import FLAG_SETS, argv_of
 from exercises.replay import DRAWS, Tape, Wrong, replay
@@ -121,8 +120,8 @@ class Recorder(Watch):
             w = torch.randn(C, generator=torch.Generator().manual_seed(C), dtype=torch.float64)
             self.add("dropping layers", out.detach().double() @ w.to(out.device), label)
             self.add("dropping layers", str(out.dtype), label + "' dtype")
-        elif name == "train_step":  # -> (loss, rows, s, r)
-            self.add("loss", out[0])
+        elif name == "train_step":  # -> the step's mean loss
+            self.add("loss", out)
 
     def install(self, train, swaps, patch):
         super().install(train, swaps, patch)
@@ -137,22 +136,21 @@ class Recorder(Watch):
             return out
         patch.setattr(train, "load_index", index)
 
-    def attach(self, run):
+    def attach(self, sampler, model, optimizer):
         """The sampler's ids and rows, the model's kept positions, the first step's gradients."""
-        sampler, model = run.sampler, run.raw_model
         global_ids, next_batch = sampler.global_ids, sampler.next_batch
         sample, layers = model.sample_ltd_indices, sorted(model.ltd_layers)
 
-        def ids():
-            for name, d in sampler.difficulties().items():  # the step's, as _update_pool sees it
+        def ids(t):
+            for name, d in sampler.difficulties(t).items():  # the step's, as admit sees it
                 self.add("difficulty", d, name)
-            out = global_ids()
+            out = global_ids(t)
             self.add("admitted count", int(sampler.mask.sum()))
             self.add("drawn ids", out)
             return out
 
-        def batch():
-            out = next_batch()
+        def batch(t):
+            out = next_batch(t)
             self.add("rows", out)
             return out
 
@@ -169,7 +167,7 @@ class Recorder(Watch):
                 for name, p in model.named_parameters():
                     self.add("gradients", p.grad if p.grad is not None else np.nan, name)
         sampler.global_ids, sampler.next_batch, model.sample_ltd_indices = ids, batch, kept
-        run.optimizer.register_step_pre_hook(grads)
+        optimizer.register_step_pre_hook(grads)
 
 
 # -----------------------------------------------------------------------------
@@ -191,7 +189,9 @@ def everything(swaps):
 def flags(argv):
     """-> (the checked config, the flags of every run): --device=cpu, no sample and no checkpoint
     unless given; what a compare cannot do is a ValueError."""
-    given = config.given(argv)
+    import train
+
+    given = train.given(argv)
     for flag in ("out_dir", "resume"):
         if flag in given:
             raise ValueError(f"--{flag}: --compare makes its own runs in {RUN_DIR}/; drop it")
@@ -200,7 +200,7 @@ def flags(argv):
                          "not under torchrun")
     defaults = {"device": "cpu", "sample_tokens": "0", "save_checkpoint": "false"}
     run_argv = [f"--{k}={v}" for k, v in defaults.items() if k not in given] + list(argv)
-    return config.parse_args(run_argv), run_argv
+    return train.parse_args(run_argv), run_argv
 
 
 def run_once(label, argv, swaps, tape=None):
@@ -221,7 +221,7 @@ def run_once(label, argv, swaps, tape=None):
     try:
         with open(log_path, "w") as log:
             with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-                out = train.train(config.parse_args(argv), config.given(argv))
+                out = train.train(train.parse_args(argv), train.given(argv))
     except LearnerError as e:  # a function of yours raised
         stopped = str(e)
     except (ValueError, OSError) as e:  # e.g. an empty pool, from what a function of yours gave

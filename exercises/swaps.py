@@ -171,12 +171,13 @@ class Watch:
     def seen(self, name, args, out):
         """What exercise `name` returned (compare.py records it)."""
 
-    def attach(self, run):
-        """The run's objects, once train.setup made them (compare.py watches them)."""
+    def attach(self, sampler, model, optimizer):
+        """The run's sampler, raw model and optimizer, once train.py made them (compare.py
+        watches them)."""
 
     def install(self, train, swaps, patch):
-        """Each (n, name, reference, fn) counted in place of the reference; train.py's step and
-        setup watched; an index that your analyzer builds is built in this process (a forked
+        """Each (n, name, reference, fn) counted in place of the reference; train.py's step, data
+        and model watched; an index that your analyzer builds is built in this process (a forked
         worker's calls would not count)."""
         wrapped = [(n, name, ref, self.wrap(n, name, fn, fn is not ref))
                    for n, name, ref, fn in swaps]
@@ -187,21 +188,33 @@ class Watch:
             cls = getattr(sys.modules.get(getattr(raw, "__module__", "")), owner, None)
             if method and isinstance(cls, type) and vars(cls).get(method) is fn and fn is not ref:
                 patch.setattr(cls, method, counted)  # your class too (your gather_tokens uses it)
-        train_step, setup, ensure_index = train.train_step, train.setup, train.ensure_index
+        train_step, get_data, get_model = train.train_step, train.get_data, train.get_model
+        ensure_index, made = train.ensure_index, {}
 
-        def step(run, lr, n):
-            self.step = n
-            out = train_step(run, lr, n)
-            self.seen("train_step", (run, lr, n), out)
+        def step(*args, **kwargs):
+            out = train_step(*args, **kwargs)
+            self.seen("train_step", args, out)
             return out
 
-        def watched_setup(*args, **kwargs):
-            run, meta = setup(*args, **kwargs)
-            self.attach(run)
-            return run, meta
+        def watched_data(*args, **kwargs):  # the step of each batch: the step being trained
+            out = get_data(*args, **kwargs)
+            made["sampler"] = sampler = out[0]
+            next_batch = sampler.next_batch
+
+            def batch(t):
+                self.step = t
+                return next_batch(t)
+            sampler.next_batch = batch
+            return out
+
+        def watched_model(*args, **kwargs):  # -> (model, raw_model, optimizer, scaler, gen)
+            out = get_model(*args, **kwargs)
+            self.attach(made["sampler"], out[1], out[2])
+            return out
 
         patch.setattr(train, "train_step", step)
-        patch.setattr(train, "setup", watched_setup)
+        patch.setattr(train, "get_data", watched_data)
+        patch.setattr(train, "get_model", watched_model)
         analyzer = {name for _, concept, name in EXERCISES if concept == "analyzer"}
         if any(name in analyzer and fn is not ref for _, name, ref, fn in swaps):
             patch.setattr(train, "ensure_index", lambda *a, **k: ensure_index(*a, **{
