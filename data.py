@@ -45,6 +45,7 @@ import codecs
 import collections
 import glob
 import hashlib
+import io
 import json
 import os
 import pickle
@@ -440,8 +441,7 @@ def documents(paths, domains, installed, out_dir, verbose=True):
             skipped[reason] += 1
         else:
             kept.append((doc, n))
-    why = ", ".join(f"{n} {reason}"
-                    for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+    why = ", ".join(f"{n} {reason}" for reason, n in skipped.most_common())  # the most first
     if verbose and skipped:
         print(f"skipped {sum(skipped.values())} files: {why}")
     if not kept:
@@ -515,15 +515,11 @@ def user_documents(paths, domains):
 
 def read(doc, size=1 << 16):
     """A document's bytes start .. stop-1 as uint8 arrays of at most size bytes, one at a time:
-    slices of its text or reads of its file. b"abcde", size=2 -> [97, 98], [99, 100], [101]
+    reads of its text or of its file. b"abcde", size=2 -> [97, 98], [99, 100], [101]
     subtle: not np.memmap, whose pages count as this process's resident memory once touched, until
     it is dropped: one large document (a whole corpus in one input.txt) would be held whole."""
-    if doc.text is not None:
-        b = np.frombuffer(doc.text, dtype=np.uint8)[doc.start : doc.stop]
-        yield from (b[k : k + size] for k in range(0, len(b), size))
-        return
-    with open(doc.path, "rb") as f:
-        stop = os.fstat(f.fileno()).st_size if doc.stop is None else doc.stop
+    with open(doc.path, "rb") if doc.text is None else io.BytesIO(doc.text) as f:
+        stop = f.seek(0, os.SEEK_END) if doc.stop is None else doc.stop
         f.seek(doc.start)
         for k in range(doc.start, stop, size):  # subtle: read(n) allocates n bytes first: no more
             yield np.frombuffer(f.read(min(size, stop - k)), dtype=np.uint8)

@@ -94,6 +94,8 @@ def test_prepare_hand_built_corpus_split_by_file(tmp_path):
     assert sorted(docs_of(train) + docs_of(val)) == ["a" * 300, "b" * 300, "c" * 400]  # whole files, hidden one skipped
     assert json.loads((tmp_path / "out" / "meta.json").read_text()) == meta and meta["vocab_size"] == 257
     assert meta["train_tokens"] == len(train) and meta["val_tokens"] == len(val) and meta["max_token_id"] == data.EOT
+    with pytest.raises(ValueError, match=r"holds token id 256 \(meta.json max_token_id\), not below .* size 200"):
+        data.load_meta(str(tmp_path / "out"), 200)  # train.py asking for a smaller model than the corpus's ids
     assert "domains" not in meta
     # deterministic, and chunk boundaries change nothing: 7-byte reads (data.read) write the same bytes
     prepare(src / "*.txt", tmp_path / "again", val_fraction=0.25, chunk_size=7)
@@ -268,8 +270,8 @@ def test_second_run_does_not_read_its_own_output_or_other_corpora(tmp_path):
     first = run_cli(str(tmp_path), f"--out_dir={out}", "--block_size=8")
     second = run_cli(str(tmp_path), f"--out_dir={out}", "--block_size=8")
     assert first.returncode == 0 and second.returncode == 0, second.stderr
-    assert "skipped 5 files: 3 in a prepared corpus, 1 binary, 1 not UTF-8" in first.stdout
-    assert "skipped 8 files: 3 in a prepared corpus, 3 in the output directory, 1 binary, 1 not UTF-8" in second.stdout
+    assert "skipped 5 files: 3 in a prepared corpus, 1 not UTF-8, 1 binary" in first.stdout  # ties in walk order
+    assert "skipped 8 files: 3 in the output directory, 3 in a prepared corpus, 1 not UTF-8, 1 binary" in second.stdout
     meta = data.load_meta(out)
     assert meta["n_documents"] == 2 and meta["train_tokens"] + meta["val_tokens"] == 640 + 510
 
