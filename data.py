@@ -22,7 +22,8 @@ domains in order, EOT between documents:
 
 But:
 - the tokenizer is plain bytes (ids 0..255) plus one end-of-document id, so any text works with
-  no download; nanoGPT-format train.bin / val.bin (e.g. GPT-2 BPE) are read as they are;
+  no download; nanoGPT-format train.bin / val.bin (e.g. GPT-2 BPE) are read as they are, where
+  they are (train.py --data_dir=DIR; the vocabulary from its meta.pkl or --vocab_size);
 - the default corpus is the running Python's standard library (found through sysconfig) in three
   domains: `code` (its .py files), `tests` (.py files under test/, tests/, idle_test/ or named
   test_*.py) and `prose` (pydoc_data/topics.py, the documentation topics, as text: one document
