@@ -179,9 +179,8 @@ def load_meta(data_dir, vocab_size=None, scan=None):
     top = meta.get("max_token_id")
     V = min(v for v in (meta["vocab_size"], vocab_size) if v)
     if top is not None and top >= V:
-        raise ValueError(f"{data_dir} holds token id {top} ({source}), "
-                         f"not below the vocabulary size {V}; pass the tokenizer's vocabulary "
-                         f"size (at least --vocab_size={top + 1})")
+        raise ValueError(f"{data_dir} holds token id {top} ({source}), not below the vocabulary "
+                         f"size {V}; pass the tokenizer's own (at least --vocab_size={top + 1})")
     return meta
 
 
@@ -422,8 +421,7 @@ def documents(paths, domains, installed, out_dir, verbose=True):
     Python's .py files (no paths or domains, or installed=True) or the user's, each read once, the
     first of equal contents kept."""
     if installed and (paths or domains):
-        raise ValueError("--installed reads the Python installation: "
-                         "pass no paths or --domain with it")
+        raise ValueError("--installed reads the Python installation: pass no paths or --domain")
     if installed or not (paths or domains):
         names, docs = PYTHON_DOMAINS, python_documents(installed)
     else:

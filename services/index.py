@@ -371,7 +371,6 @@ class AnalyzeConfig:
 
 def main(argv=None):
     try:
-        argv = sys.argv[1:] if argv is None else argv
         a = parse(AnalyzeConfig, argv, "-m services.index", analyzer.__doc__.split("\n")[1])
         data_dir = data.corpus_dir(a.data_dir)
         index_dir = a.index_dir or os.path.join(data_dir, "index")
@@ -379,10 +378,9 @@ def main(argv=None):
         built = ensure_index(os.path.join(data_dir, "train.bin"), a.block_size, names, index_dir,
                              a.num_workers or None)
         for n in names:
-            n_samples = len(built[n]["index_to_sample"])
             where = os.path.join(slot(index_dir, a.block_size, n), n)
-            print(f"index {where}: {n_samples:,} samples "
-                  f"of {a.block_size}+1 tokens, up to date")
+            print(f"index {where}: {len(built[n]['index_to_sample']):,} samples of "
+                  f"{a.block_size}+1 tokens, up to date")
     except (ValueError, OSError) as e:
         sys.exit(f"error: {e}")
 
