@@ -284,8 +284,9 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
             meta.update(domains=names, domain_tokens=domain_tokens, domain_offsets=offsets)
         with open(os.path.join(tmp, "meta.json"), "w") as f:
             json.dump(meta, f, indent=1)
-        if os.path.exists(out_dir):  # subtle: killed before the next rename, _clean_up renames
-            os.rename(out_dir, tmp + ".old")  # it back
+        if os.path.exists(out_dir):
+            # subtle: killed before the next rename, _clean_up renames it back
+            os.rename(out_dir, tmp + ".old")
         os.rename(tmp, out_dir)
     finally:
         # the old corpus, or a failed build (and out_dir back if the second rename failed)
@@ -566,12 +567,12 @@ def _in_corpus(d, cache):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Text (bytes, EOT between documents, split by file) "
-                                "-> train.bin, val.bin, meta.json; never reads binary files.")
+                                "-> train.bin, val.bin, meta.json; skips its output, binary files.")
     p.add_argument("paths", nargs="*", help="files, directories or globs (default: the standard "
                    "library's .py files in domains code, tests, prose)")
     p.add_argument("--installed", action="store_true", help="every installed .py file instead")
     p.add_argument("--domain", action="append", default=[], metavar="NAME=GLOB",
-                   help="files matching GLOB form domain NAME (paths then form 'other')")
+                   help="files matching GLOB form domain NAME (repeatable; paths then: 'other')")
     p.add_argument("--out_dir", help=f"new, or a corpus replaced whole (default: {DEFAULT_DIR}, "
                    f"or {INSTALLED_DIR} with --installed; needed with paths or --domain)")
     p.add_argument("--val_fraction", type=float, default=0.1, help="val's share of each domain")
