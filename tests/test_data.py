@@ -8,6 +8,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -221,6 +222,14 @@ def test_standard_library_domains(fake_python, tmp_path):
     texts = sum(both_splits(tmp_path / "out"), [])
     assert set(fake_python.values()) <= set(texts)  # topics as text, one document each, not the Python literal
     assert not any("not part of" in t or "topics = " in t for t in texts) and len(texts) == 6  # test_os.py in two
+
+
+def test_a_python_without_its_tests_prepares_an_empty_tests_domain(fake_python, tmp_path):
+    """Docker's python images delete every test/ directory: the tests domain is empty (prepare raised an IndexError)."""
+    shutil.rmtree(tmp_path / "lib" / "test")
+    meta = data.prepare(out_dir=str(tmp_path / "out"), block_size=16, verbose=False)
+    assert meta["domains"] == ["code", "tests", "prose"] and meta["domain_tokens"]["train"][1] == 0
+    assert meta["domain_tokens"]["val"][1] == 0 and meta["domain_tokens"]["train"][2] > 0
 
 
 def test_installed_corpus_dedup_and_split(fake_python, tmp_path):
