@@ -13,7 +13,6 @@ so windows share one boundary token and N = (n_tokens - 1) // T.
     python data.py --installed                    # every installed .py file -> data/installed
     python data.py MY_TEXT --out_dir=data/mytext  # your files, directories or globs
     python data.py --domain code='src/**/*.py' --domain docs=docs --out_dir=data/mine
-    python data.py NANOGPT_DIR --vocab_size=50257 # writes meta.json beside its train.bin/val.bin
 
 then train.py --data_dir=data/mytext. Documents are split whole between train and val
 (split_documents; with few documents one may be cut at a line end, with a note); each split is its
@@ -23,7 +22,8 @@ domains in order, EOT between documents:
 
 But:
 - the tokenizer is plain bytes (ids 0..255) plus one end-of-document id, so any text works with
-  no download; nanoGPT-format train.bin / val.bin (e.g. GPT-2 BPE) are read as they are;
+  no download; nanoGPT-format train.bin / val.bin (e.g. GPT-2 BPE) are read as they are, where
+  they are (train.py --data_dir=DIR; the vocabulary from its meta.pkl or --vocab_size);
 - the default corpus is the running Python's standard library (found through sysconfig) in three
   domains: `code` (its .py files), `tests` (.py files under test/, tests/, idle_test/ or named
   test_*.py) and `prose` (pydoc_data/topics.py, the documentation topics, as text: one document
@@ -46,6 +46,7 @@ import codecs
 import collections
 import glob
 import hashlib
+import io
 import json
 import os
 import pickle
@@ -93,13 +94,11 @@ def n_tokens(path):
     """Tokens in a uint16 token file; one line naming the file if it is missing, empty or of odd
     length."""
     if not os.path.isfile(path):
-        raise ValueError(f"no such token file: {path}; "
-                         "prepare the data with `python data.py` first")
+        raise ValueError(f"no such token file: {path}; prepare the data with python data.py first")
     size = os.path.getsize(path)
     if size == 0 or size % 2:
         problem = "empty" if size == 0 else f"{size} bytes, an odd length"
-        raise ValueError(f"{path} is {problem}: not a uint16 token file; "
-                         "prepare it again (python data.py)")
+        raise ValueError(f"{path} is {problem}: not a uint16 token file; prepare it with data.py")
     return size // 2
 
 
@@ -109,8 +108,7 @@ class SampleWindows:
 
     def __init__(self, path, block_size):
         n = n_tokens(path)  # one line for a missing, empty or odd-length file
-        self.path = path
-        self.block_size = block_size
+        self.path, self.block_size = path, block_size
         if n < block_size + 1:
             raise ValueError(f"{path} has {n} tokens, fewer than block_size+1 = {block_size + 1}; "
                              f"use a smaller --block_size or more text")
@@ -181,9 +179,8 @@ def load_meta(data_dir, vocab_size=None, scan=None):
     top = meta.get("max_token_id")
     V = min(v for v in (meta["vocab_size"], vocab_size) if v)
     if top is not None and top >= V:
-        raise ValueError(f"{data_dir} holds token id {top} ({source}), "
-                         f"not below the vocabulary size {V}; pass the tokenizer's vocabulary "
-                         f"size (at least --vocab_size={top + 1})")
+        raise ValueError(f"{data_dir} holds token id {top} ({source}), not below the vocabulary "
+                         f"size {V}; pass the tokenizer's own (at least --vocab_size={top + 1})")
     return meta
 
 
@@ -202,9 +199,8 @@ def nanogpt_meta(data_dir, vocab_size=None):
         if "itos" in pkl:  # {id: str} of nanoGPT's char-level datasets
             meta["itos"] = [pkl["itos"][i] for i in range(pkl["vocab_size"])]
     if meta["vocab_size"] is None:
-        raise ValueError(f"{data_dir} holds nanoGPT's train.bin/val.bin "
-                         "but no meta.json nor meta.pkl; "
-                         "pass its tokenizer's --vocab_size (e.g. 50257 for GPT-2 BPE)")
+        raise ValueError(f"{data_dir} holds nanoGPT's train.bin/val.bin but no meta.json nor "
+                         "meta.pkl; pass its tokenizer's --vocab_size (e.g. 50257 for GPT-2 BPE)")
     return meta
 
 
@@ -219,7 +215,7 @@ class _PlainUnpickler(pickle.Unpickler):
 def scan_bins(data_dir, chunk=1 << 20, bar=None):
     """-> {train_tokens, val_tokens, max_token_id, fingerprint, unigram_entropy} of data_dir's token
     files, in one pass per split of chunk-token reads (memory stays flat); bar (tqdm's, or
-    support/progress.py's) is told the tokens as they are read.
+    services/index.py's Progress) is told the tokens as they are read.
     fingerprint = a hash of both splits' content hashes (so the split point counts too);
     unigram_entropy = -sum_u p(u) ln p(u) over the train split (nats): the loss of a model that
     ignores context. train [5, 5, 7, 7] -> p = [0.5, 0.5] -> ln 2 = 0.6931."""
@@ -268,9 +264,8 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
     # bytes + EOTs
     n_train, n_val = (sum(n for _, n in s) + max(len(s) - 1, 0) for s in (train, val))
     if min(n_train, n_val) < block_size + 1:
-        raise ValueError(f"corpus too short: {n_train} train and {n_val} val tokens "
-                         "(val takes whole files), each split needs "
-                         f"block_size+1 = {block_size + 1}; "
+        raise ValueError(f"corpus too short: {n_train} train and {n_val} val tokens (val takes "
+                         f"whole files), each split needs block_size+1 = {block_size + 1}; "
                          "add text or use a smaller --block_size")
     tmp = os.path.join(os.path.dirname(out_dir), f".{os.path.basename(out_dir)}.tmp-{os.getpid()}")
     # subtle: not mkdtemp, whose 0700 would become out_dir's mode; this one follows the umask
@@ -341,10 +336,8 @@ def corpus_dir(data_dir="", prepare_default=True):
     """data_dir, or "" for the default corpus (the standard library), which is prepared here on
     first use. The one place that prepares the default corpus: train.py, the demos, the
     experiments and bench.py call it."""
-    if (not data_dir and prepare_default
-            and not os.path.exists(os.path.join(DEFAULT_DIR, "meta.json"))):
-        print("preparing the default corpus (the Python standard library's .py files) ...",
-              flush=True)
+    if not data_dir and prepare_default and not os.path.exists(DEFAULT_DIR + "/meta.json"):
+        print("preparing the default corpus (the standard library's .py files) ...", flush=True)
         prepare(out_dir=DEFAULT_DIR)
     return data_dir or DEFAULT_DIR
 
@@ -356,14 +349,12 @@ def write_tokens(f, docs, n_domains, chunk_size):
     domain_tokens = [0] * n_domains
     buf = np.empty(chunk_size, dtype=np.uint16)
     for i, (doc, n) in enumerate(docs):
-        if i:
-            f.write(np.uint16(EOT).tobytes())  # between documents, none after the last
-            domain_tokens[docs[i - 1][0].domain] += 1
         for b in read(doc, chunk_size):  # (at most chunk_size,) uint8
-            ids = buf[: len(b)]
-            ids[:] = b  # token id = byte value
-            f.write(ids)
-        domain_tokens[doc.domain] += n
+            np.copyto(buf[: len(b)], b)  # token id = byte value
+            f.write(buf[: len(b)])
+        if i < len(docs) - 1:  # EOT between documents, none after the last
+            f.write(np.uint16(EOT).tobytes())
+        domain_tokens[doc.domain] += n + (i < len(docs) - 1)
     return domain_tokens
 
 
@@ -380,6 +371,8 @@ def split_documents(kept, n_domains, val_fraction, seed):
     train, val, cuts = [], [], []
     for d in range(n_domains):
         group = [k for k in kept if k[0].domain == d]
+        if not group:  # a Python without its tests (Docker's images delete them): no tokens
+            continue
         if len(group) == 1:  # one document (nanoGPT's input.txt): train = its head, val = its tail
             doc, n = group[0]
             cut = n - int(n * val_fraction)
@@ -389,8 +382,7 @@ def split_documents(kept, n_domains, val_fraction, seed):
         order = np.random.default_rng([seed, d]).permutation(len(group))  # deterministic shuffle
         group = [group[i] for i in order]
         target = val_fraction * sum(n for _, n in group)
-        taken = 0
-        n_val = 0
+        taken, n_val = 0, 0
         # shortest prefix reaching the target, one document left
         while n_val < len(group) - 1 and taken < target:
             taken += group[n_val][1]
@@ -410,12 +402,12 @@ def split_documents(kept, n_domains, val_fraction, seed):
 def line_end_after(doc, need):
     """The offset just past the first newline at or after byte `need` of doc, or None.
     b"ab\ncd\nef", need 3 -> 6."""
-    offset = 0
-    for b in read(doc):
-        ends = np.flatnonzero(b[max(0, int(need) - offset) :] == ord("\n"))
+    at = int(need)
+    for b in read(doc._replace(start=doc.start + at)):  # the bytes from `need` on
+        ends = np.flatnonzero(b == ord("\n"))
         if len(ends):
-            return offset + max(0, int(need) - offset) + int(ends[0]) + 1
-        offset += len(b)
+            return at + int(ends[0]) + 1
+        at += len(b)
     return None
 
 
@@ -432,8 +424,7 @@ def documents(paths, domains, installed, out_dir, verbose=True):
     Python's .py files (no paths or domains, or installed=True) or the user's, each read once, the
     first of equal contents kept."""
     if installed and (paths or domains):
-        raise ValueError("--installed reads the Python installation: "
-                         "pass no paths or --domain with it")
+        raise ValueError("--installed reads the Python installation: pass no paths or --domain")
     if installed or not (paths or domains):
         names, docs = PYTHON_DOMAINS, python_documents(installed)
     else:
@@ -442,26 +433,25 @@ def documents(paths, domains, installed, out_dir, verbose=True):
     seen, cache, kept, skipped = set(), {}, [], collections.Counter()
     for doc in tqdm(docs, desc="scanning", unit="file", disable=None if verbose else True):
         real = os.path.realpath(doc.path) if doc.text is None else doc.path
-        reason = None
         if real.startswith(out_real):
             reason = "in the output directory"
         elif doc.text is None and _in_corpus(os.path.dirname(real), cache):
             reason = "in a prepared corpus"
-        if reason is None:
-            reason, n, digest = _read(doc)
-            reason = reason or ("duplicate" if digest in seen else None)
+        else:
+            reason, n = _read(doc, seen)
         if reason:
             skipped[reason] += 1
         else:
-            seen.add(digest)  # this content is a duplicate from now on
             kept.append((doc, n))
-    why = ", ".join(f"{n} {reason}"
-                    for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+    why = ", ".join(f"{n} {reason}" for reason, n in skipped.most_common())  # the most first
     if verbose and skipped:
         print(f"skipped {sum(skipped.values())} files: {why}")
     if not kept:
         raise ValueError(f"the corpus is empty: no text in {len(docs)} files "
                          f"({why or 'none found'}); pass files with text in them")
+    empty = [x for d, x in enumerate(names or []) if all(doc.domain != d for doc, _ in kept)]
+    if empty and names is not PYTHON_DOMAINS:  # a user's domain whose files were all skipped
+        raise ValueError(f"domain {empty[0]} holds no text; pass files with text in it")
     return names, kept, dict(skipped)
 
 
@@ -527,42 +517,40 @@ def user_documents(paths, domains):
 
 def read(doc, size=1 << 16):
     """A document's bytes start .. stop-1 as uint8 arrays of at most size bytes, one at a time:
-    slices of its text or reads of its file. b"abcde", size=2 -> [97, 98], [99, 100], [101]
+    reads of its text or of its file. b"abcde", size=2 -> [97, 98], [99, 100], [101]
     subtle: not np.memmap, whose pages count as this process's resident memory once touched, until
     it is dropped: one large document (a whole corpus in one input.txt) would be held whole."""
-    if doc.text is not None:
-        b = np.frombuffer(doc.text, dtype=np.uint8)[doc.start : doc.stop]
-        yield from (b[k : k + size] for k in range(0, len(b), size))
-        return
-    with open(doc.path, "rb") as f:
-        stop = os.fstat(f.fileno()).st_size if doc.stop is None else doc.stop
+    with open(doc.path, "rb") if doc.text is None else io.BytesIO(doc.text) as f:
+        stop = f.seek(0, os.SEEK_END) if doc.stop is None else doc.stop
         f.seek(doc.start)
         for k in range(doc.start, stop, size):  # subtle: read(n) allocates n bytes first: no more
             yield np.frombuffer(f.read(min(size, stop - k)), dtype=np.uint8)
 
 
-def _read(doc):
-    """(reason to skip or None, n bytes, content digest) of a document. Skipped: "unreadable",
-    "empty", "binary" (a NUL byte in its first 8 KB) and "not UTF-8" (those 8 KB do not decode, a
-    cut last character aside)."""
+def _read(doc, seen):
+    """(reason to skip or None, n bytes) of a document. Skipped: "unreadable", "empty", "binary" (a
+    NUL byte in its first 8 KB), "not UTF-8" (those 8 KB do not decode, a cut last character
+    aside) and "duplicate" (its content's digest is in seen; a kept one's is added)."""
     try:
         chunks = read(doc)  # the first holds HEAD bytes, or the whole document
         first = next(chunks, np.zeros(0, dtype=np.uint8))
         head = first[:HEAD].tobytes()
         if len(first) == 0 or b"\0" in head:
-            return ("binary" if len(first) else "empty"), len(first), None
+            return ("binary" if len(first) else "empty"), 0
         try:
             codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
         except UnicodeDecodeError:
-            return "not UTF-8", len(first), None
-        n = len(first)
-        digest = hashlib.sha256(first)
+            return "not UTF-8", 0
+        n, digest = len(first), hashlib.sha256(first)
         for b in chunks:
             n += len(b)
             digest.update(b)
     except OSError:
-        return "unreadable", 0, None
-    return None, n, digest.digest()
+        return "unreadable", 0
+    if digest.digest() in seen:
+        return "duplicate", n
+    seen.add(digest.digest())  # this content is a duplicate from now on
+    return None, n
 
 
 def _in_corpus(d, cache):
@@ -580,29 +568,18 @@ def _in_corpus(d, cache):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Tokenize text (bytes, EOT between documents, "
-                                "split by file) into train.bin / val.bin / meta.json; "
-                                "never reads its output or binary files.")
-    p.add_argument("paths", nargs="*",
-                   help="files, directories or globs "
-                   "(default: the standard library's .py files in domains code, tests, prose), "
-                   "or one nanoGPT directory holding train.bin/val.bin")
-    p.add_argument("--installed", action="store_true",
-                   help="every .py file of this installation (data/installed)")
+    p = argparse.ArgumentParser(description="Text (bytes, EOT between documents, split by file) "
+                                "-> train.bin, val.bin, meta.json; skips its output, binary files.")
+    p.add_argument("paths", nargs="*", help="files, directories or globs (default: the standard "
+                   "library's .py files in domains code, tests, prose)")
+    p.add_argument("--installed", action="store_true", help="every installed .py file instead")
     p.add_argument("--domain", action="append", default=[], metavar="NAME=GLOB",
-                   help="files matching GLOB form domain NAME (repeatable); "
-                   "positional paths then form domain 'other'")
-    p.add_argument("--out_dir",
-                   help="new, or holding only a corpus: it is replaced whole "
-                   f"(needed with paths or --domain; without them: {DEFAULT_DIR}, "
-                   f"or {INSTALLED_DIR} with --installed)")
-    p.add_argument("--val_fraction", type=float, default=0.1,
-                   help="share of each domain's bytes held out")
-    p.add_argument("--block_size", type=int, default=128,
-                   help="checks that each split holds one window (prepare)")
+                   help="files matching GLOB form domain NAME (repeatable; paths then: 'other')")
+    p.add_argument("--out_dir", help=f"new, or a corpus replaced whole (default: {DEFAULT_DIR}, "
+                   f"or {INSTALLED_DIR} with --installed; needed with paths or --domain)")
+    p.add_argument("--val_fraction", type=float, default=0.1, help="val's share of each domain")
+    p.add_argument("--block_size", type=int, default=128, help="each split holds a window")
     p.add_argument("--seed", type=int, default=0, help="seed of the shuffle that splits files")
-    p.add_argument("--vocab_size", type=int,
-                   help="for a nanoGPT directory: its tokenizer's vocabulary size")
     args = p.parse_args(argv)
     try:
         # ["code=src/*.py", "docs=docs", "code=lib"] -> {"code": ["src/*.py", "lib"], "docs": ...}
@@ -613,24 +590,9 @@ def main(argv=None):
                 raise ValueError(f"--domain {spec!r} is not NAME=GLOB; "
                                  "write e.g. --domain code='src/**/*.py'")
             domains.setdefault(name, []).append(pattern)
-        d = args.paths[0] if len(args.paths) == 1 else ""
-        if d and os.path.isfile(os.path.join(d, "train.bin")):
-            # nanoGPT format: keep the .bin files, write meta.json (counts, max id, fingerprint)
-            if args.out_dir:
-                raise ValueError(f"{d} is a nanoGPT directory: "
-                                 f"train.py reads it where it is (--data_dir={d}), "
-                                 "and this only writes its meta.json there; drop --out_dir")
-            meta = load_meta(d, args.vocab_size)  # train.py checks --block_size against it
-            tmp = os.path.join(d, f".meta.json.tmp-{os.getpid()}")
-            with open(tmp, "w") as f:
-                json.dump(meta, f, indent=1)
-            os.replace(tmp, os.path.join(d, "meta.json"))  # all at once
-            print(f"{d} is in nanoGPT format, largest token id {meta['max_token_id']}; "
-                  f"train with --data_dir={d}")
-        else:
-            out_dir = args.out_dir or (INSTALLED_DIR if args.installed else DEFAULT_DIR)
-            prepare(args.paths, out_dir, args.val_fraction, args.block_size, args.seed,
-                    domains=domains, installed=args.installed)
+        out_dir = args.out_dir or (INSTALLED_DIR if args.installed else DEFAULT_DIR)
+        prepare(args.paths, out_dir, args.val_fraction, args.block_size, args.seed,
+                domains=domains, installed=args.installed)
     except (ValueError, OSError) as e:
         sys.exit(f"error: {e}")
 

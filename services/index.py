@@ -25,29 +25,43 @@ make do, and read whole again only when that changes:
 
     data.load_meta(data_dir, vocab_size, scan=recorded_scan)  # train.py's start
 
-A read says why and how fast, with a line at least every 5 s when stdout is a pipe
-(support/progress.py). Under torchrun one rank per machine reads, the others then find the record
-(launch.on_each_filesystem).
+A long pass (hashing, counting, scoring, sorting and saving) shows tqdm's bar in a terminal; when
+stdout is a file or a pipe (nohup, a scheduler, `| tee`), where a bar would vanish, a line at least
+every INTERVAL seconds (Progress):
+
+    hashing data/owt: 1.20G of 4.00G tokens (30%), 310M tokens/s, 9 s left
+    sorting and saving vocab_rarity (70,000,000 samples): 5 s so far
+
+But:
+- the passes run in forked worker processes (parallel_map), each job a range of ~8M tokens;
+- a single long call (a sort, a save) cannot say how far it is: a Progress without a total says
+  that it still runs, from a thread, at the same interval; a pass speaks from its updates;
+- progress lines go to stdout, flushed, so a log file holds them in order with the run's other
+  lines;
+- under torchrun one rank per machine reads, the others then find the record
+  (launch.on_each_filesystem).
 """
 
 import hashlib
 import inspect
 import json
 import marshal
+import multiprocessing as mp
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm import tqdm
 
 import analyzer
 import data
 from analyzer import KEYS, METRICS
-from support.launch import opt, parse
 from support.files import atomic_write
-from support.pool import parallel_map
-from support.progress import Progress, say, si
+from support.launch import opt, parse
 
 # -----------------------------------------------------------------------------
 # what an index describes, and whether the one on disk still does
@@ -88,7 +102,8 @@ def load_index(index_dir, block_size, names):
 
 def why_stale(d, info):
     """Why the index in directory d (a slot's <metric>/) cannot be used for info (describe's); None
-    if it can."""
+    if it can. (Another version of the metric has another slot; its code is compared all the
+    same.)"""
     try:
         with open(os.path.join(d, "info.json")) as f:
             found = json.load(f)
@@ -96,22 +111,15 @@ def why_stale(d, info):
         return "info.json is missing (a build that did not finish?)"
     except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return f"info.json is unreadable ({e.__class__.__name__})"
-    if {**found, "metric_code": info["metric_code"]} != info:
-        return "built for other data or another block size"
-    if found.get("metric_code") != info["metric_code"]:
-        return f"built with another version of metric {info['metric']}"
+    if found != info:
+        return "built for other data, another block size or another version of its metric"
     for k in KEYS:
         try:
-            arr = np.load(os.path.join(d, k + ".npy"), mmap_mode="r")
-        except FileNotFoundError:
-            return f"{k}.npy is missing"
-        except Exception as e:
-            # subtle: np.load of garbage raises ValueError, EOFError, OSError, ...
+            shape = np.load(os.path.join(d, k + ".npy"), mmap_mode="r").shape
+        except Exception as e:  # subtle: np.load of garbage raises ValueError, EOFError, OSError
             return f"{k}.npy is unreadable ({e.__class__.__name__})"
-        want = np.int64 if k == "index_to_sample" else np.float64
-        if arr.shape != (info["num_samples"],) or arr.dtype != want:
-            return (f"{k}.npy holds {arr.dtype} {arr.shape}, "
-                    f"not {np.dtype(want)} ({info['num_samples']},)")
+        if shape != (info["num_samples"],):
+            return f"{k}.npy holds {shape}, not ({info['num_samples']},)"
     return None
 
 
@@ -123,12 +131,13 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=T
     """analyzer.py's two passes over bin_path (token counts, then each metric's values) in jobs of
     shard windows (~8M tokens) over num_workers processes, with progress; per metric the stable
     sort, the three arrays, and info.json last (the index is whole), in its slot of index_dir."""
+    t0 = time.time()
     N = len(data.SampleWindows(bin_path, block_size))
     shard = shard or max(1, (1 << 23) // (block_size + 1))  # ~8M tokens a job
-    n, step = os.path.getsize(bin_path) // 2, shard * block_size
-    jobs = [(bin_path, s, min(s + step, n)) for s in range(0, n, step)]
+    n_tok, step = os.path.getsize(bin_path) // 2, shard * block_size
+    jobs = [(bin_path, s, min(s + step, n_tok)) for s in range(0, n_tok, step)]
     counts = np.zeros(65536, dtype=np.int64)
-    with Progress("counting tokens", n, verbose) as bar:
+    with Progress("counting tokens", n_tok, verbose) as bar:
         for c in parallel_map(analyzer.count_range, jobs, num_workers):  # pass 1
             counts += c
             bar.update(int(c.sum()))
@@ -153,6 +162,8 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=T
                 atomic_write(os.path.join(d, k + ".npy"), lambda f, arr=arr: np.save(f, arr))
         info = describe(bin_path, block_size, n)
         atomic_write(os.path.join(d, "info.json"), lambda f: json.dump(info, f), "w")
+        if verbose:
+            say(f"built index {n} in {os.path.dirname(d)}: {rate(n_tok, t0)}")
 
 
 def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbose=True):
@@ -162,28 +173,121 @@ def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbo
     unknown = [n for n in names if n not in METRICS]
     if unknown:
         raise ValueError(f"unknown metric {unknown[0]!r}; known: {', '.join(METRICS)}")
-    N = len(data.SampleWindows(bin_path, block_size))  # one line for a corpus too short
-    workers = num_workers or min(os.cpu_count() or 1, -(-N // ((1 << 23) // (block_size + 1))))
+    data.SampleWindows(bin_path, block_size)  # one line for a missing corpus or one too short
     for n in names:  # subtle: one slot per metric (its code's), so one build each
         d = os.path.join(slot(index_dir, block_size, n), n)
         why = why_stale(d, describe(bin_path, block_size, n))
         if why and verbose and os.path.isdir(d):  # a first build: no note
             print(f"index {d}: {why}; rebuilding")
         if why:
-            t0 = time.time()
-            build_index(bin_path, block_size, [n], index_dir, workers, verbose)
-            dt, tokens = time.time() - t0, os.path.getsize(bin_path) // 2
-            if verbose:
-                say(f"built index {n} in {os.path.dirname(d)}: {tokens:,} tokens in {dt:.1f} s "
-                    f"({si(tokens / max(dt, 1e-9))} tokens/s)")
+            build_index(bin_path, block_size, [n], index_dir, num_workers or os.cpu_count() or 1,
+                        verbose)
     return load_index(index_dir, block_size, names)
+
+
+def parallel_map(fn, jobs, num_workers):
+    """map(fn, jobs) in forked worker processes (in this one when one would do), results in the
+    order the jobs finish; a worker ends with the pool, and a SIGTERM always kills it."""
+    num_workers = min(num_workers, len(jobs))
+    if num_workers <= 1:
+        yield from map(fn, jobs)
+        return
+    # subtle: a fork inherits train.py's handler, which only notes SIGTERM; a worker that gets
+    # terminate()'s SIGTERM before its initializer resets that handler lives on, and the pool's join
+    # hangs. So SIGTERM stays blocked from the fork until the worker has set SIG_DFL (a pending one
+    # then kills it).
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        pool = mp.get_context("fork").Pool(num_workers, _worker_signals)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    with pool:  # an error or an early exit: __exit__ terminates the workers with SIGTERM
+        yield from pool.imap_unordered(fn, jobs)
+        pool.close()  # a normal end sends no signal: workers exit on the queue's end marker
+        pool.join()
+
+
+def _worker_signals():
+    """Worker initializer: SIGTERM kills (Pool.terminate), Ctrl-C is the parent's to handle."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked across the fork
+
+
+# -----------------------------------------------------------------------------
+# progress lines where a bar would vanish
+
+INTERVAL = 5.0  # seconds between two lines when stdout is not a terminal (tests set it small)
+# subtle: when the last line was printed, by any phase: a phase that starts 4 s after a line of
+# the one before it speaks after 1 s more, not 5 (the silence between two lines stays <= INTERVAL)
+_last_line = [time.perf_counter()]
+si = tqdm.format_sizeof  # a count in a few characters: 1234567 -> 1.23M, 950 -> 950
+
+
+def say(line):
+    """Print a line now (flushed) and count it as the latest progress line."""
+    print(line, flush=True)
+    _last_line[0] = time.perf_counter()
+
+
+def rate(n, t0):
+    """'n tokens in s s (rate tokens/s)' of n tokens read since time.time() was t0."""
+    dt = time.time() - t0
+    return f"{n:,} tokens in {dt:.1f} s ({si(n / max(dt, 1e-9))} tokens/s)"
+
+
+class Progress:
+    """A pass over total tokens (update(n) after each piece), or one long call (total 0), as a
+    context. Not a terminal, total 4e9, 1.2e9 done after 4 s -> 'hashing d: 1.20G of 4.00G tokens
+    (30%), 300M tokens/s, 9 s left'; total 0, after 5 s -> 'sorting: 5 s so far'."""
+
+    def __init__(self, desc, total=0, verbose=True):
+        self.desc, self.total, self.done, self.t0 = desc, total, 0, time.perf_counter()
+        terminal = sys.stdout.isatty() and sys.stderr.isatty()  # tqdm's bar goes to stderr
+        self.lines = verbose and not terminal  # else the bar (or nothing: verbose=False)
+        self.bar = tqdm(total=total, desc=desc, unit="tok", unit_scale=True,
+                        disable=not (verbose and terminal and total))
+        self.ended = threading.Event()
+        self.ticker = threading.Thread(target=self.tick, daemon=True)
+        # subtle: a pass (total > 0) speaks from update(), so no thread runs while workers fork
+        if self.lines and not total:
+            self.ticker.start()
+
+    def update(self, n=0):
+        self.done += n
+        self.bar.update(n)
+        if self.lines and time.perf_counter() - _last_line[0] >= INTERVAL:
+            say(self.line())
+
+    def line(self):
+        """'desc: done of total tokens (pct), speed tokens/s, left s left', or 'desc: s so far'."""
+        elapsed = time.perf_counter() - self.t0
+        if not self.total:
+            return f"{self.desc}: {elapsed:.0f} s so far"
+        speed = self.done / max(elapsed, 1e-9)  # tokens per second so far
+        left = (self.total - self.done) / speed if speed else float("inf")
+        return (f"{self.desc}: {si(self.done)} of {si(self.total)} tokens "
+                f"({100 * self.done / self.total:.0f}%), {si(speed)} tokens/s, {left:.0f} s left")
+
+    def tick(self):
+        """From the thread: a line whenever INTERVAL has passed since the last line."""
+        while not self.ended.wait(0.1):
+            self.update()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.ended.set()
+        if self.ticker.is_alive():
+            self.ticker.join()
+        self.bar.close()
 
 
 # -----------------------------------------------------------------------------
 # the scan record of a nanoGPT directory (scan.json)
 
 SCAN_RECORD = "scan.json"  # beside a nanoGPT directory's train.bin and val.bin
-IDENTITY = ("size", "mtime", "ctime", "inode")  # a file's, as file_identity lists it
 SCAN_KEYS = {"train_tokens", "val_tokens", "max_token_id", "fingerprint", "unigram_entropy"}
 # subtle: what this process hashed, by (directory, identity): one start reads a corpus once even
 # where no record is written (files modified just now, a read-only directory)
@@ -205,23 +309,19 @@ def file_identity(data_dir):
 
 def why_rescan(data_dir, ids):
     """-> (the scan recorded for files of identity ids, None) or (None, why it cannot be used)."""
-    path = os.path.join(data_dir, SCAN_RECORD)
     try:
-        with open(path) as f:
+        with open(os.path.join(data_dir, SCAN_RECORD)) as f:
             record = json.load(f)
-        files, scan = record["files"], record["scan"]
+        files, scan = dict(record["files"]), record["scan"]
+        if not SCAN_KEYS <= scan.keys():
+            return None, f"{SCAN_RECORD} is unreadable (not a record of scan_bins)"
     except FileNotFoundError:
         return None, "no record of them yet"
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:  # not a dict, ...
         return None, f"{SCAN_RECORD} is unreadable ({e.__class__.__name__})"
-    if not (isinstance(files, dict) and isinstance(scan, dict) and SCAN_KEYS <= scan.keys()):
-        return None, f"{SCAN_RECORD} is unreadable (not a record of scan_bins)"
-    for name, now in ids.items():
-        was = files.get(name)
-        if was != now:
-            was = was if isinstance(was, list) and len(was) == len(now) else [None] * len(now)
-            changed = [k for k, a, b in zip(IDENTITY, was, now) if a != b]
-            return None, f"{name}'s {', '.join(changed)} changed since {SCAN_RECORD}"
+    changed = [name for name, now in ids.items() if files.get(name) != now]
+    if changed:
+        return None, f"{' and '.join(changed)} changed since {SCAN_RECORD} (size, times or inode)"
     return scan, None
 
 
@@ -242,10 +342,8 @@ def recorded_scan(data_dir, racy_s=2.0):
     say(f"hashing {data_dir} ({n:,} tokens: {why})")
     t0 = time.time()
     with Progress(f"hashing {data_dir}", n) as bar:
-        scan = data.scan_bins(data_dir, bar=bar)
-    dt = time.time() - t0
-    _hashed[key] = scan
-    say(f"hashed {n:,} tokens in {dt:.1f} s ({si(n / max(dt, 1e-9))} tokens/s)")
+        scan = _hashed[key] = data.scan_bins(data_dir, bar=bar)
+    say(f"hashed {rate(n, t0)}")
     newest = max(mtime for _, mtime, *_ in ids.values())
     if file_identity(data_dir) == ids and newest < (t0 - racy_s) * 1e9:  # unchanged while read
         path = os.path.join(data_dir, SCAN_RECORD)
@@ -273,7 +371,6 @@ class AnalyzeConfig:
 
 def main(argv=None):
     try:
-        argv = sys.argv[1:] if argv is None else argv
         a = parse(AnalyzeConfig, argv, "-m services.index", analyzer.__doc__.split("\n")[1])
         data_dir = data.corpus_dir(a.data_dir)
         index_dir = a.index_dir or os.path.join(data_dir, "index")
@@ -281,10 +378,9 @@ def main(argv=None):
         built = ensure_index(os.path.join(data_dir, "train.bin"), a.block_size, names, index_dir,
                              a.num_workers or None)
         for n in names:
-            n_samples = len(built[n]["index_to_sample"])
             where = os.path.join(slot(index_dir, a.block_size, n), n)
-            print(f"index {where}: {n_samples:,} samples "
-                  f"of {a.block_size}+1 tokens, up to date")
+            print(f"index {where}: {len(built[n]['index_to_sample']):,} samples of "
+                  f"{a.block_size}+1 tokens, up to date")
     except (ValueError, OSError) as e:
         sys.exit(f"error: {e}")
 

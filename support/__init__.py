@@ -1,5 +1,3 @@
 """Helpers below the concept files, which import none of them: launching and signals (launch.py),
-checkpoints and the run directory's lock (checkpoint.py), the index build's worker pool (pool.py),
-torch.compile with changing shapes (compiling.py), the flags' checks and the command-line machinery
-(checks.py, cli.py), atomic writes (files.py), progress lines without a terminal (progress.py), the
-demos' text layout (demos.py). What builds on the concept files sits in services/."""
+checkpoints and the run directory's lock (checkpoint.py), atomic writes (files.py). What builds on
+the concept files sits in services/ (the index build's worker pool and progress lines among it)."""
