@@ -1,5 +1,5 @@
-"""experiments/gpu.py (issue 48's GPU check) at its tiny size on the CPU: every step runs and the log
-folder holds the three parts' results."""
+"""experiments/gpu.py (issue 48's GPU check) at its tiny size on the CPU: every step runs and the
+log folder holds the three parts' results."""
 
 import os
 import re
