@@ -96,18 +96,19 @@ SIZES = {  # model, batch, budget in dense steps, val windows (cpu: 2.46M tokens
 COMPOSED = "CL_seqtru_voc + random-LTD"  # Table 7's composition
 ARMS = {  # arm: (what the papers measured (GPT-3 1.3B, 300B tokens): 0-shot / 10-shot accuracy,
     # 19 tasks; the text chart's letter; the arm's best peak LR at 100%, cpu size, two seeds:
-    # RESULTS.md, 5.1 and 5.5)
-    "baseline": ("42.5 / 44.0", "b", 4e-3),  # of 1e-3, 2e-3, 4e-3, 8e-3 (5.1), as the next four
+    # RESULTS.md, 5.1 and 5.5: the baseline, CL_seqtru_voc, random-LTD, the composition and the
+    # control of 1e-3, 2e-3, 4e-3, 8e-3 (5.1); CL_seqtru of 2e-3 (one seed) and 4e-3 (5.5); the
+    # other curricula of 2e-3, 4e-3 (two seeds) and 1e-3 (seed 1337; 5.5))
+    "baseline": ("42.5 / 44.0", "b", 4e-3),
+    "CL_seqtru": ("43.4 / 44.8", "t", 4e-3),
+    "CL_seqres": ("43.0 / 44.5", "h", 2e-3),
+    "CL_voc": ("42.3 / 44.5", "v", 2e-3),
     "CL_seqtru_voc": ("43.6 / 44.9", "c", 4e-3),
+    "CL_seqres_voc": ("43.0 / 44.4", "e", 2e-3),
+    "CL_compress": ("(not in it)", "z", 2e-3),
     "random-LTD": ("43.7 / -", "r", 4e-3),  # Table 3
     COMPOSED: ("2x (Table 7)", "x", 4e-3),  # at 150B tokens it matches the baseline at 300B
     "step-matched baseline": ("(a control)", "s", 4e-3),
-    "CL_seqtru": ("43.4 / 44.8", "t", 4e-3),  # of 2e-3 (one seed) and 4e-3 (5.5); the next four:
-    # 2e-3, 4e-3 (two seeds) and 1e-3 (seed 1337; 5.5)
-    "CL_seqres": ("43.0 / 44.5", "h", 2e-3),
-    "CL_voc": ("42.3 / 44.5", "v", 2e-3),
-    "CL_seqres_voc": ("43.0 / 44.4", "e", 2e-3),
-    "CL_compress": ("(not in it)", "z", 2e-3),
 }
 LRS = {name: lr for name, (_, _, lr) in ARMS.items()}
 TABLES = {  # --table: the arms of each of the papers' results
