@@ -29,14 +29,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import config
 import data
 import train
 from autoscale import mixture
 from autoscale.domains import domain_counts, domain_weights, window_domains
 from experiments.runs import check_passes, cli, flag, numbers, seed_list, train_run
-from support import launch, prepare
-from support.cli import opt
+from support import launch
+from support.launch import opt
 
 MODEL = ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=64", "--batch_size=24",
          "--threads=1"]
@@ -69,7 +68,7 @@ class AutoScaleConfig:
 def domain_data(data_dir, T, eval_per_domain):
     """-> (domain names, train tokens per domain, eval window ids per domain,
     val share per domain)."""
-    d = prepare.corpus_dir(data_dir)  # "": the standard library in domains code, tests, prose
+    d = data.corpus_dir(data_dir)  # "": the standard library in domains code, tests, prose
     names = data.load_meta(d).get("domains") or []
     if len(names) < 2:
         raise ValueError(f"{d} has {len(names)} domain(s), AutoScale needs two or more; prepare a "
@@ -252,7 +251,7 @@ def experiment(a):
     # every run's, before its own flags
     args = MODEL + [f"--data_dir={a.data_dir}"] + a.train_args.split()
     # train.py's checks of the shared flags, before any run makes its directory
-    config.parse_args(args)
+    train.parse_args(args)
     T = int(flag(args, "block_size"))
     names, train_tokens, eval_ids, val_share = domain_data(a.data_dir, T, a.eval_per_domain)
     target_w = np.full(len(names), 1 / len(names)) if a.target == "balanced" else val_share

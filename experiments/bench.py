@@ -13,13 +13,12 @@ Benchmarks that print ratios measured side by side in one run, as tables
                                # (--nanogpt=path/to/model.py)
     python bench.py prepare    # data.py's peak memory on 30 and 150 MB of text: MB per extra MB
     python bench.py scale --tokens=2e9  # an OpenWebText-shaped corpus: index build, start,
-                               # batch fetch, RssFile (experiments/bench_scale.py)
+                               # batch fetch, RssFile (bench_scale's docstring)
 
 Each table states device, torch version and threads, and the median (min-max) of rounds run
 interleaved (ours, theirs, ours, ...) after warm-up ones, so that drift in machine load hits every
-case alike.
+case alike. Each benchmark has its own options (with --threads, torch's threads, pinned).
 """
-
 import json
 import os
 import runpy
@@ -29,7 +28,9 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from contextlib import nullcontext
+from dataclasses import make_dataclass
 
 import numpy as np
 import torch
@@ -37,26 +38,59 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import analyzer
 import data
-from support import prepare
-from support.launch import resolve_device
 from model import GPT, GPTConfig
-from support.compiling import compile_model
 from sampler import CurriculumSampler
-from experiments.timing import ROOT, interleaved, med_range, options, row, stated
+from services import index
+from support import launch as cli
+from model import compile_model
+from support.launch import resolve_device
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 DEVICE = ("auto", "auto (cuda:0 when torch sees a GPU, else cpu), cpu, cuda or cuda:N")
 ROUNDS = "timed rounds each, interleaved, after warm-up ones"
 
 
-# --- shared: device, tables, DeepSpeed (options, rounds and rows: experiments/timing.py) ----------
-def on_device(name):
-    """--device -> (device, autocast, sync before a clock read, label):
-    bf16 autocast on CUDA, fp32 on CPU."""
-    device = resolve_device(name, torch.cuda.device_count())  # cpu or cuda:N, always with an index
-    if device == "cpu":
-        return device, nullcontext(), lambda: None, "cpu fp32"
-    return (device, torch.autocast("cuda", dtype=torch.bfloat16),
-            lambda: torch.cuda.synchronize(device), f"{torch.cuda.get_device_name(device)} bf16")
+# --- shared: options, interleaved rounds, median (min-max) cells, rows, device, DeepSpeed --------
+
+
+def options(what, argv, **fields):
+    """`bench.py what`'s options from name=(default, help) and --threads, by cli.parse;
+    pins torch's threads."""
+    threads_help = "torch intra-op threads (more than the free cores slows the cases unevenly)"
+    fields.setdefault("threads", (1, threads_help))
+    field_specs = [(name, type(d), cli.opt(d, h)) for name, (d, h) in fields.items()]
+    a = cli.parse(make_dataclass(f"{what}_options", field_specs), argv, f"bench.py {what}")
+    torch.set_num_threads(a.threads)
+    return a
+
+
+# the end of each table's title: what ran (threads as options pinned)
+def stated(rounds, warmup=1, where="cpu"):
+    return (f"{where}, torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
+            f"median (min-max) of {rounds} interleaved rounds after {warmup} warm-up")
+
+
+def interleaved(cases, rounds, warmup=1, sync=lambda: None):
+    """{name: fn} -> {name: [seconds of each timed round]}: a, b, a, b, ... with `sync` before
+    each clock read."""
+    times = {name: [] for name in cases}
+    for i in range(warmup + rounds):
+        for name, fn in cases.items():
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            if i >= warmup:
+                times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def med_range(ts, scale=1.0):
+    return f"{statistics.median(ts) * scale:.4g} ({min(ts) * scale:.4g}-{max(ts) * scale:.4g})"
+
+
+def row(widths, *cells):  # right-aligned cells, left-aligned where the width is negative
+    print(" ".join(f"{c:<{-w}}" if w < 0 else f"{c:>{w}}" for c, w in zip(cells, widths)))
 
 
 def table(times, scale, unit, work, work_unit):
@@ -67,6 +101,16 @@ def table(times, scale, unit, work, work_unit):
     for name, ts in times.items():
         m = statistics.median(ts)
         row(W, name, med_range(ts, scale), f"{work / m:,.0f}", f"{m / ours:.3f}")
+
+
+def on_device(name):
+    """--device -> (device, autocast, sync before a clock read, label):
+    bf16 autocast on CUDA, fp32 on CPU."""
+    device = resolve_device(name, torch.cuda.device_count())  # cpu or cuda:N, always with an index
+    if device == "cpu":
+        return device, nullcontext(), lambda: None, "cpu fp32"
+    return (device, torch.autocast("cuda", dtype=torch.bfloat16),
+            lambda: torch.cuda.synchronize(device), f"{torch.cuda.get_device_name(device)} bf16")
 
 
 def deepspeed_init(port):
@@ -132,7 +176,7 @@ def bench_analyzer(args):
                 block_size=(128, "T"), num_samples=(50000, "analyze the first this many samples"),
                 num_workers=(1, "our worker processes, and DeepSpeed's num_threads"),
                 rounds=(5, ROUNDS))
-    data_dir = prepare.corpus_dir(a.data_dir)
+    data_dir = data.corpus_dir(a.data_dir)
     T = a.block_size
     work = tempfile.mkdtemp(prefix="bench_analyzer_")
     src = data.SampleWindows(os.path.join(data_dir, "train.bin"), T)
@@ -142,7 +186,7 @@ def bench_analyzer(args):
     np.asarray(src.data[: n * T + 1]).tofile(bin_path)
     shutil.copy(os.path.join(data_dir, "meta.json"), work)
     # each round into a fresh directory
-    cases = {"ours: counts, rarity, sort": lambda: analyzer.build_index(
+    cases = {"ours: counts, rarity, sort": lambda: index.build_index(
         bin_path, T, ["vocab_rarity"], tempfile.mkdtemp(dir=work), a.num_workers, verbose=False)}
     if deepspeed_init(29533):
         cases["DeepSpeed DataAnalyzer, 2 passes"] = lambda: deepspeed_analyzer(
@@ -238,6 +282,7 @@ def bench_ltd(args):
             modes[m] = (compile_model(model, False), compile_model(model, True))
         else:
             modes[m] = (model, model)
+
     def step(nets, keep):
         ltd_idx = model.sample_ltd_indices(B, T, keep, gen)  # drawn outside the compiled forward
         with ctx:
@@ -254,13 +299,15 @@ def bench_ltd(args):
     med = {c: statistics.median(t) for c, t in times.items()}
     print(f"random-LTD, {a.n_layer} layers (dropping {len(model.ltd_layers)}), n_embd {a.n_embd}, "
           f"T {T}, batch {B}, vocab {a.vocab_size}, " + stated(a.iters, 2, where))
-    W = (8, 8, 5, 22, 10, 10, 10)
-    row(W, "mode", "kept r/T", "r", "ms/step", "time ratio", "FLOP ratio", "efficiency")
+    W = (8, 8, 5, 22, 10, 10, 10, 10)
+    row(W, "mode", "kept r/T", "r", "ms/step", "tokens/s", "time ratio", "FLOP ratio",
+        "efficiency")
     for m, k in times:
         tr = med[m, k] / med[m, T]
         fr = flops[k] / flops[T]
         eff = f"{(1 - tr) / (1 - fr):.2f}" if k < T else "-"  # the dense row saves nothing
-        row(W, m, f"{k / T:.2f}", k, med_range(times[m, k], 1000), f"{tr:.3f}", f"{fr:.3f}", eff)
+        row(W, m, f"{k / T:.2f}", k, med_range(times[m, k], 1000), f"{B * T / med[m, k]:,.0f}",
+            f"{tr:.3f}", f"{fr:.3f}", eff)
     m = next(iter(modes))
     return {k: (med[m, k] / med[m, T], flops[k] / flops[T]) for k in keeps}
 
@@ -273,7 +320,7 @@ def bench_dense(args):
                 nanogpt=("", "path to karpathy/nanoGPT's model.py (not shipped here)"),
                 n_layer=(4, "transformer blocks"), n_head=(4, "attention heads"),
                 n_embd=(128, "residual width"), block_size=(128, "T"), batch_size=(16, "B"),
-                iters=(30, ROUNDS), device=DEVICE)
+                vocab_size=(257, "V"), iters=(30, ROUNDS), device=DEVICE)
     device, ctx, sync, where = on_device(a.device)
     classes = {"ours (model.py)": (GPT, GPTConfig)}
     if a.nanogpt:
@@ -282,9 +329,10 @@ def bench_dense(args):
     else:
         print("no nanoGPT row: pass --nanogpt=path/to/nanoGPT/model.py for the comparison")
     gen = torch.Generator().manual_seed(0)
-    x = torch.randint(0, 257, (a.batch_size, a.block_size + 1), generator=gen)
+    x = torch.randint(0, a.vocab_size, (a.batch_size, a.block_size + 1), generator=gen)
     # as nanoGPT's get_batch makes them
     xy = x[:, :-1].contiguous().to(device), x[:, 1:].contiguous().to(device)
+
     def step(model, opt):  # as train.py's, with one micro-step
         with ctx:
             _, loss = model(*xy)
@@ -295,7 +343,7 @@ def bench_dense(args):
 
     cases = {}
     for name, (Model, Config) in classes.items():
-        model = Model(Config(block_size=a.block_size, vocab_size=257, n_layer=a.n_layer,
+        model = Model(Config(block_size=a.block_size, vocab_size=a.vocab_size, n_layer=a.n_layer,
                              n_head=a.n_head, n_embd=a.n_embd, dropout=0.0,
                              bias=False)).to(device).train()
         # "cuda": fused AdamW
@@ -311,8 +359,8 @@ def bench_dense(args):
 # --- prepare: peak memory against input size ------------------------------------------------------
 # subtle: VmHWM (this process's peak RSS), not ru_maxrss, which keeps the forking parent's size
 PREPARE = """import sys
-from support import prepare
-meta = prepare.prepare([sys.argv[1]], sys.argv[2], verbose=False)
+import data
+meta = data.prepare([sys.argv[1]], sys.argv[2], verbose=False)
 peak_kb = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])
 print(peak_kb / 1024, meta["n_documents"])"""
 
@@ -337,7 +385,7 @@ def stdlib_copies(src, mb):
 
 def bench_prepare(args):
     """Peak resident memory (Linux's VmHWM) of `python data.py SRC --out_dir=OUT`, as
-    prepare.prepare in a fresh process, on two inputs of standard-library copies: MB of peak RSS
+    data.prepare in a fresh process, on two inputs of standard-library copies: MB of peak RSS
     per extra MB of input. Inputs below a few MB do not fill data.py's 1M-token buffers: use
     larger ones."""
     a = options("prepare", args, sizes_mb=("30,150", "the two input sizes in MB"),
@@ -360,7 +408,7 @@ def bench_prepare(args):
                     peaks[mb].append(float(peak_mb))
     finally:
         shutil.rmtree(work)
-    print("prepare: peak RSS of prepare.prepare in a fresh process, on standard-library copies; "
+    print("prepare: peak RSS of data.prepare in a fresh process, on standard-library copies; "
           + stated(a.rounds))
     W = (9, 7, 10, 22)
     row(W, "input MB", "files", "documents", "peak RSS MB")
@@ -372,9 +420,195 @@ def bench_prepare(args):
     return {"inputs": inputs, "peaks": peaks, "per_mb": per_mb}
 
 
-def main(argv=None):
-    from experiments.bench_scale import bench_scale  # subtle: it imports this file's helpers
 
+
+# --- scale: a corpus of OpenWebText's shape -------------------------------------------------------
+V_OWT = 50257  # GPT-2 BPE's vocabulary, nanoGPT's OpenWebText
+START = ["--vocab_size=50257", "--block_size=1024", "--batch_size=1", "--n_layer=1",
+         "--n_head=1", "--n_embd=32", "--max_iters=1", "--log_interval=1", "--eval_samples=1",
+         "--sample_tokens=0", "--save_checkpoint=false", "--cl_metric=vocab_rarity", "--device=cpu"]
+
+
+def rss_file_mb():
+    """This process's resident memory backed by files (mapped token files among them), in MB."""
+    with open("/proc/self/status") as f:
+        return int(f.read().split("RssFile:")[1].split()[0]) / 1024
+
+
+def write_corpus(d, n_train, n_val, seed=0, chunk=1 << 24):
+    """train.bin and val.bin of uniform uint16 ids below V_OWT in d, chunk tokens a write ->
+    seconds."""
+    t0 = time.time()
+    rng = np.random.default_rng(seed)
+    os.makedirs(d)
+    for split, n in (("train", n_train), ("val", n_val)):
+        with open(os.path.join(d, f"{split}.bin"), "wb") as f:
+            for s in range(0, n, chunk):
+                rng.integers(0, V_OWT, min(chunk, n - s), dtype=np.uint16).tofile(f)
+    return time.time() - t0
+
+
+def numpy_floor(bin_path, T, windows=32):
+    """vocab_rarity of every window of bin_path in plain numpy, then its stable argsort -> values:
+    pass 1 counts ids 1M at a time, pass 2 sums -ln p(u) over each window's T+1 tokens (its T,
+    plus the next window's first), `windows` windows at a time (the sizes that ran fastest here)."""
+    tokens = np.memmap(bin_path, dtype=np.uint16, mode="r")
+    counts = np.zeros(1 << 16, dtype=np.int64)
+    for s in range(0, len(tokens), 1 << 20):
+        counts += np.bincount(tokens[s : s + (1 << 20)], minlength=1 << 16)
+    neg_log_p = analyzer.unigram_neg_log_p(counts[:V_OWT])  # (V,)
+    N = (len(tokens) - 1) // T
+    values = np.empty(N)
+    for s in range(0, N, windows):
+        e = min(s + windows, N)
+        v = neg_log_p[tokens[s * T : e * T + 1].astype(np.intp)]  # ((e - s) * T + 1,)
+        values[s:e] = v[:-1].reshape(-1, T).sum(1) + v[T::T]  # (e - s,)
+    np.argsort(values, kind="stable")
+    return values
+
+
+def timed_start(data_dir, out_dir, threads):
+    """train.py START on data_dir in a fresh process, stdout a pipe -> (seconds to its first step,
+    [(seconds, line)] up to it). Nothing makes its output unbuffered: it flushes what it prints."""
+    cmd = [sys.executable, "train.py", f"--data_dir={data_dir}", f"--out_dir={out_dir}",
+           f"--threads={threads}", *START]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    env.pop("PYTHONUNBUFFERED", None)
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    lines, first = [], None
+    for line in p.stdout:
+        lines.append((time.perf_counter() - t0, line.rstrip()))
+        if first is None and line.startswith("iter 1:"):
+            first = lines[-1][0]
+    if p.wait() or first is None:
+        raise ValueError(f"train.py failed on {data_dir}: {lines[-1][1] if lines else ''}")
+    return first, [x for x in lines if x[0] <= first]
+
+
+def bench_scale(args):
+    """`python bench.py scale --tokens=2e9`: what a run on an OpenWebText-sized corpus meets,
+    measured on a synthetic corpus of nanoGPT's OpenWebText shape (uint16 ids below 50257,
+    train.bin and val.bin, no meta.pkl; block size 1024), written in a temporary folder and removed
+    at the end:
+
+        1. the index build's rate (services/index.py) against a numpy floor: the same counts,
+           window sums and stable sort in plain numpy, nothing written;
+        2. train.py's first start on it (hash, index build), stdout a pipe: its lines, timed, and
+           the longest silence before the first step;
+        3. a start with the index built, to the first step, on it and on a small corpus;
+        4. the batch fetch per step (sampler.next_batch, a map per batch);
+        5. the resident memory backed by files (RssFile) after N steps of 16 x 1024.
+
+    The synthetic ids are uniform: the rates and the memory do not depend on which ids occur.
+    (Sections 4 and 5 measured against the held map of before in RESULTS.md, 8.)
+    """
+    a = options("scale", args, tokens=(2e9, "train tokens of the synthetic corpus"),
+                small_tokens=(2e7, "train tokens of the small corpus a start is compared with"),
+                num_workers=(1, "the index build's worker processes, ours and the floor's 1"),
+                build_rounds=(3, "rounds of the build and the floor, interleaved"),
+                start_rounds=(5, "rounds of the two starts, interleaved"),
+                rounds=(5, "rounds of the fetch, interleaved"), batches=(200, "batches a round"),
+                steps=(50, "steps of 16 x 1024 for the RssFile growth"),
+                tmp=("", 'folder of the temporary corpora ("" = the system\'s)'),
+                default_dir=("", 'the default corpus ("" = data/stdlib, prepared on first use)'))
+    n_big, n_small = int(a.tokens), int(a.small_tokens)
+    vals = {n: max(n // 2000, 1 << 16) for n in (n_big, n_small)}  # OpenWebText's val: 0.05%
+    work_parent = a.tmp or tempfile.gettempdir()
+    need = 2 * sum(n + vals[n] for n in vals) * 1.1 + (1 << 30)  # tokens, indexes, 1 GB spare
+    free = shutil.disk_usage(work_parent).free
+    if free < need:
+        raise ValueError(f"bench.py scale needs {need / 1e9:.1f} GB free in {work_parent}, "
+                         f"{free / 1e9:.1f} GB are; pass --tmp=DIR or fewer --tokens")
+    default = os.path.join(data.corpus_dir(a.default_dir), "train.bin")
+    work = tempfile.mkdtemp(prefix="bench_scale_", dir=work_parent)
+    try:
+        big, small = os.path.join(work, "big"), os.path.join(work, "small")
+        secs = write_corpus(big, n_big, vals[n_big])
+        write_corpus(small, n_small, vals[n_small], seed=1)
+        print(f"scale: synthetic corpus of nanoGPT's OpenWebText shape in {work}: {n_big:,} train "
+              f"+ {vals[n_big]:,} val tokens (uint16 ids < {V_OWT}, no meta.pkl), written in "
+              f"{secs:.1f} s; block 1024; a small one of {n_small:,}; {os.cpu_count()} cores; "
+              f"{stated(a.rounds)}", flush=True)
+        scale_build(a, work, os.path.join(big, "train.bin"), n_big)
+        scale_starts(a, work, big, small, n_big, n_small)
+        scale_fetch(a, {f"{n_big:,} tokens": (os.path.join(big, "train.bin"), 1024),
+                        f"{n_small:,} tokens": (os.path.join(small, "train.bin"), 1024),
+                        "default corpus": (default, 128)}, n_big)
+    finally:
+        shutil.rmtree(work)
+
+
+def scale_build(a, work, path, n):
+    """Section 1: services/index.py's build_index against numpy_floor, and whether their values
+    agree."""
+    out, got = os.path.join(work, "index"), {}
+    cases = {"ours: services.index.build_index": lambda: index.build_index(
+                 path, 1024, ["vocab_rarity"], out, a.num_workers, False),
+             "numpy floor (counts, sums, sort)": lambda: got.update(floor=numpy_floor(path, 1024))}
+    times = interleaved(cases, a.build_rounds, warmup=0)
+    built = index.load_index(out, 1024, ["vocab_rarity"])["vocab_rarity"]["sample_to_metric"]
+    gap = np.abs(built - got["floor"])
+    print(f"\n1. index build, vocab_rarity over {n:,} tokens, {a.num_workers} worker(s), "
+          f"{a.build_rounds} round(s): seconds, tokens/s", flush=True)
+    for name, ts in times.items():
+        row((-34, 24, 14), name, med_range(ts), f"{n / statistics.median(ts):,.0f}")
+    print(f"   the same values: max |ours - floor| = {float(gap.max()):.2g}", flush=True)
+
+
+def scale_starts(a, work, big, small, n_big, n_small):
+    """Sections 2 and 3: the first start's lines and its longest silence (the gap before a line);
+    starts with the index built."""
+    out = os.path.join(work, "out")
+    first, lines = timed_start(big, out, a.threads)
+    times = [0.0] + [t for t, _ in lines]
+    gap, after = max((b - t, lines[k][1]) for k, (t, b) in enumerate(zip(times, times[1:])))
+    print(f"\n2. first start on {n_big:,} tokens (hash, index build), stdout a pipe: first step "
+          f"after {first:.1f} s; longest silence {gap:.1f} s (until: {after[:50]})")
+    for t, line in lines:
+        print(f"   {t:6.1f} s  {line[:110]}")
+    timed_start(small, out, a.threads)  # its hash and index, then a warm start each
+    starts = {n_big: [], n_small: []}
+    for _ in range(a.start_rounds):
+        for n, d in ((n_big, big), (n_small, small)):
+            starts[n].append(timed_start(d, out, a.threads)[0])
+    print(f"\n3. start with the index built, to the first step, {a.start_rounds} interleaved "
+          f"rounds: seconds\n   python train.py --data_dir=D {' '.join(START)}")
+    for n, ts in starts.items():
+        row((-26, 24), f"   {n:,} tokens", med_range(ts))
+    diff = statistics.median(starts[n_big]) - statistics.median(starts[n_small])
+    print(f"   difference of the medians: {diff:+.2f} s")
+
+
+def scale_fetch(a, corpora, n_big):
+    """Sections 4 and 5: ms per sampler.next_batch() (16 rows) on each corpus {label: (windows
+    path, T)}; RssFile growth (MB) over a.steps batches of 16 x 1024 on the big corpus, in the page
+    cache and dropped from it first (posix_fadvise), as a corpus larger than RAM."""
+    samplers = {label: CurriculumSampler(data.SampleWindows(path, T), 16, seed=0)
+                for label, (path, T) in corpora.items()}
+    cases = {label: lambda s=s: [s.next_batch() for _ in range(a.batches)]
+             for label, s in samplers.items()}
+    times = interleaved(cases, a.rounds)
+    print(f"\n4. batch fetch per step (sampler.next_batch, 16 rows, a map per batch), ms, "
+          f"{a.rounds} interleaved rounds of {a.batches} batches")
+    for label, (_, T) in corpora.items():
+        row((-26, 5, 24), label, T, med_range(times[label], 1000 / a.batches))
+    print(f"\n5. RssFile growth over {a.steps} steps of 16 x 1024 on {n_big:,} tokens, MB")
+    path = corpora[f"{n_big:,} tokens"][0]
+    for label in ("corpus in the page cache", "corpus dropped from the cache"):
+        if label.endswith("dropped from the cache"):
+            fd = os.open(path, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+        s = CurriculumSampler(data.SampleWindows(path, 1024), 16, seed=1)
+        before = rss_file_mb()
+        for _ in range(a.steps):
+            s.next_batch()
+        row((-32, 10), label, f"{rss_file_mb() - before:.1f}")
+
+
+def main(argv=None):
     benches = {"analyzer": bench_analyzer, "sampler": bench_sampler, "ltd": bench_ltd,
                "dense": bench_dense, "prepare": bench_prepare, "scale": bench_scale}
     argv = sys.argv[1:] if argv is None else argv

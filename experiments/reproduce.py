@@ -7,7 +7,7 @@ How much sooner does each technique reach the baseline's quality? A budget sweep
     python reproduce.py --jobs=2 --lrs=2e-3,4e-3,8e-3  # each arm's best LR first, then the sweep
     python reproduce.py --jobs=2 --ratios=300 --fractions=1 --cl_fracs=0.2,0.4,0.8  # CL lengths
     python reproduce.py --jobs=2 --size=tiny           # the whole pipeline, tiny model: ~1 min
-    python reproduce.py --jobs=8 --size=gpu --data_dir=data/installed --compile  # 8 GPUs
+    python reproduce.py --size=gpu --data_dir=data/installed  # ~20M parameters, one GPU
     python -m experiments.autoscale                      # AutoScale's data mixtures (its own file)
 
 The arms carry the papers' names (DeepSpeed Data Efficiency, arXiv 2212.03597; random-LTD, arXiv
@@ -48,16 +48,17 @@ Table 7's grid, 30 runs at fractions summing to 2.2 per arm and seed, took 73 mi
 a 2-core CPU (RESULTS.md, 5.2): a 100% run took 340-360 s two at a time, about 220 s alone, so two
 at once gain 1.3x, not 2x, and a shorter run costs more than its share (a 50% run about 215 s). The
 tokens-per-parameter study trains smaller models on more tokens (ratio = budget tokens /
-parameters). A budget above one pass over the train split is refused in one line (--allow_repeats
-overrides it): a second pass measures memorisation, not data efficiency.
+parameters). A budget above one pass over the train split is refused in one line: a second pass
+measures memorisation, not data efficiency. experiments/gpu.py runs the gpu size's baseline and
+composition on one GPU, beside the GPU tests and bench.py ltd.
 
 But:
 - byte-level text and models of 0.05M-20M parameters instead of GPT-3 1.3B on 300B tokens;
 - the control's batch is a whole number of rows, so its steps match the composition's only to
   the nearest batch (cpu size at 100%: 13 rows, 1477 steps against 1500); the table shows both;
-- no LR scaling for cut budgets by default (--lr_power=1 gives the paper's scaling).
+- no LR scaling for cut budgets (the paper scales the LR up for a cut budget; at CPU scale no
+  scaling did best).
 """
-
 import fractions
 import itertools
 import json
@@ -69,17 +70,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-import config
 import data
-from experiments.charts import MARKS, mean_curve, png_chart, speedup_bars, text_chart
-from experiments.runs import check_passes, cli, finished_runs, flag, numbers, run_all, seed_list
+import train
+from experiments.runs import check_passes, cli, finished_runs, flag, ints, numbers, run_all
+from experiments.runs import seed_list
 from model import GPT, GPTConfig
 from random_ltd import layer_tokens
 from sampler import SEQLEN_METRICS
 from scheduler import CurriculumScheduler, RandomLTDScheduler
-from services import index
-from support import prepare
-from support.cli import opt
+from services import ds_config, index
+from support.launch import opt
 
 # --- the grid: sizes, arms, each arm's LR and train.py flags -------------------------------------
 
@@ -88,44 +88,35 @@ SIZES = {  # model, batch, budget in dense steps, val windows (cpu: 2.46M tokens
                        "--batch_size=16"], "budget_steps": 30, "eval_samples": 128},  # a minute
     "cpu": {"model": ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=128",
                       "--batch_size=16"], "budget_steps": 1200, "eval_samples": 640},
-    "gpu": {"model": ["--n_layer=12", "--n_head=6", "--n_embd=384", "--block_size=512",
-                      "--batch_size=32"], "budget_steps": 6000, "eval_samples": 640},  # 98M tokens
+    # about 20M parameters: 33M tokens at 100%, minutes on one GPU (data/installed: 0.3 passes)
+    "gpu": {"model": ["--n_layer=6", "--n_head=8", "--n_embd=512", "--block_size=256",
+                      "--batch_size=64"], "budget_steps": 2000, "eval_samples": 640},
 }
 COMPOSED = "CL_seqtru_voc + random-LTD"  # Table 7's composition
-ARMS = ("baseline", "CL_seqtru", "CL_seqres", "CL_voc", "CL_seqtru_voc", "CL_seqres_voc",
-        "CL_compress", "random-LTD", COMPOSED, "step-matched baseline")
+ARMS = {  # arm: (what the papers measured (GPT-3 1.3B, 300B tokens): 0-shot / 10-shot accuracy,
+    # 19 tasks; the text chart's letter; the arm's best peak LR at 100%, cpu size, two seeds:
+    # RESULTS.md, 5.1 and 5.5: the baseline, CL_seqtru_voc, random-LTD, the composition and the
+    # control of 1e-3, 2e-3, 4e-3, 8e-3 (5.1); CL_seqtru of 2e-3 (one seed) and 4e-3 (5.5); the
+    # other curricula of 2e-3, 4e-3 (two seeds) and 1e-3 (seed 1337; 5.5))
+    "baseline": ("42.5 / 44.0", "b", 4e-3),
+    "CL_seqtru": ("43.4 / 44.8", "t", 4e-3),
+    "CL_seqres": ("43.0 / 44.5", "h", 2e-3),
+    "CL_voc": ("42.3 / 44.5", "v", 2e-3),
+    "CL_seqtru_voc": ("43.6 / 44.9", "c", 4e-3),
+    "CL_seqres_voc": ("43.0 / 44.4", "e", 2e-3),
+    "CL_compress": ("(not in it)", "z", 2e-3),
+    "random-LTD": ("43.7 / -", "r", 4e-3),  # Table 3
+    COMPOSED: ("2x (Table 7)", "x", 4e-3),  # at 150B tokens it matches the baseline at 300B
+    "step-matched baseline": ("(a control)", "s", 4e-3),
+}
+LRS = {name: lr for name, (_, _, lr) in ARMS.items()}
 TABLES = {  # --table: the arms of each of the papers' results
     "1": ("baseline", "CL_seqtru", "CL_seqres", "CL_voc", "CL_seqtru_voc", "CL_seqres_voc",
           "CL_compress"),
     "7": ("baseline", "CL_seqtru_voc", "random-LTD", COMPOSED, "step-matched baseline"),
     "ratio": ("baseline", COMPOSED),
 }
-PAPER = {  # what the papers measured (GPT-3 1.3B, 300B tokens): 0-shot / 10-shot accuracy, 19 tasks
-    "baseline": "42.5 / 44.0",
-    "CL_seqtru": "43.4 / 44.8",
-    "CL_seqres": "43.0 / 44.5",
-    "CL_voc": "42.3 / 44.5",
-    "CL_seqtru_voc": "43.6 / 44.9",
-    "CL_seqres_voc": "43.0 / 44.4",
-    "CL_compress": "(not in it)",
-    "random-LTD": "43.7 / -",  # Table 3
-    COMPOSED: "2x (Table 7)",  # at 150B tokens it matches the baseline at 300B
-    "step-matched baseline": "(a control)",
-}
 PAPER_RATIO = 230  # the paper's tokens per parameter: 300B tokens for 1.3B parameters
-LRS = {  # each arm's best peak LR at 100%, cpu size, two seeds (RESULTS.md, 5.1 and 5.5)
-    "baseline": 4e-3,  # of 1e-3, 2e-3, 4e-3, 8e-3 (5.1), as the next four
-    "CL_seqtru_voc": 4e-3,
-    "random-LTD": 4e-3,
-    COMPOSED: 4e-3,
-    "step-matched baseline": 4e-3,
-    "CL_seqtru": 4e-3,  # of 2e-3 (one seed) and 4e-3 (5.5); the next four: 2e-3, 4e-3 (two
-    # seeds) and 1e-3 (seed 1337; 5.5)
-    "CL_seqres": 2e-3,
-    "CL_voc": 2e-3,
-    "CL_seqres_voc": 2e-3,
-    "CL_compress": 2e-3,
-}
 EVALS = 8  # evaluations of a 100% run (the chart's curve); other budgets evaluate once, at the end
 RATIO_WIDTHS = ((3, 128), (10, 96), (30, 64), (100, 48), (300, 32))  # tokens/parameter -> n_embd
 CL_FRAC = 0.4  # the curricula's length, a fraction of the dense budget (train.py's default)
@@ -144,29 +135,21 @@ class Settings:
     ltd_start: int = 0
 
 
-def settings_label(name, s, T):
-    """The settings of arm name that differ from today's, as its row names them ('' = today's).
-
-    Settings(cl_frac=0.2, ltd_start=32) at T 128: the composition 'cl_frac=0.2, ltd_start=32',
-    CL_seqtru_voc 'cl_frac=0.2', the baseline ''."""
-    short = max(8, T // 16)
-    parts = []
-    if "CL" in name or name == "step-matched baseline":  # the control matches the composition
-        if s.cl_frac != CL_FRAC:
-            parts.append(f"cl_frac={s.cl_frac:g}")
-        if (s.cl_pct, s.cl_len or short) != (1.0, short):
-            parts.append(f"cl_start={s.cl_pct:g}:{s.cl_len or short}")
-    if "LTD" in name or name == "step-matched baseline":
-        if s.ltd_frac != LTD_FRAC:
-            parts.append(f"ltd_frac={s.ltd_frac:g}")
-        if (s.ltd_start or short) != short:
-            parts.append(f"ltd_start={s.ltd_start}")
-    return ", ".join(parts)
-
-
 def arm_title(name, s, T):
-    """'CL_seqtru_voc + random-LTD [cl_frac=0.2]': the arm and its settings; today's: the arm."""
-    label = settings_label(name, s, T)
+    """The arm and the settings it uses that differ from today's, as its row names it.
+
+    Settings(cl_frac=0.2, ltd_start=32) at T 128: the composition 'CL_seqtru_voc + random-LTD
+    [cl_frac=0.2, ltd_start=32]', CL_seqtru_voc 'CL_seqtru_voc [cl_frac=0.2]', the baseline
+    'baseline'."""
+    short = max(8, T // 16)
+    cl = "CL" in name or name == "step-matched baseline"  # the control matches the composition
+    ltd = "LTD" in name or name == "step-matched baseline"
+    parts = [f"cl_frac={s.cl_frac:g}" if cl and s.cl_frac != CL_FRAC else "",
+             f"cl_start={s.cl_pct:g}:{s.cl_len or short}"
+             if cl and (s.cl_pct, s.cl_len or short) != (1.0, short) else "",
+             f"ltd_frac={s.ltd_frac:g}" if ltd and s.ltd_frac != LTD_FRAC else "",
+             f"ltd_start={s.ltd_start}" if ltd and (s.ltd_start or short) != short else ""]
+    label = ", ".join(p for p in parts if p)
     return f"{name} [{label}]" if label else name
 
 
@@ -185,7 +168,6 @@ class GridConfig:
     fractions: str = opt("0.5,0.7,1", "budget fractions to run, 1 (the reference) among them")
     lrs: str = opt("", "peak LRs to try at 100%, e.g. 1e-3,2e-3,4e-3: every arm at each, then the "
                    'sweep at its best; "" = the LRS table in reproduce.py')
-    lr_power: float = opt(0.0, "LR scaled by (1/fraction)**lr_power; 1 = as the paper, 0 = none")
     table: str = opt("7", "the papers' result to run: 1 (the curriculum metrics), 7 (the "
                      "composition, its parts and a control) or ratio (--ratios=3,30,300)",
                      choices=TABLES)
@@ -200,7 +182,6 @@ class GridConfig:
                           "max(8, T // 16); each settings list an axis: every combination runs")
     fresh: bool = opt(False, "run every run again, even those out_dir holds finished")
     jobs: int = opt(1, "runs at once, each its own process: one thread each (CPU), a GPU each")
-    allow_repeats: bool = opt(False, "allow budgets above one pass over the train split")
     compile: bool = opt(False, "torch.compile every run's model")
 
 
@@ -217,34 +198,21 @@ def planned_steps(args):
     100% (G 4, T 16, L 4, n 2; s = 16 from step 0; r = 8, 16, 16): 48, 112, 176 effective tokens
     after steps 1, 2, 3 -> 3 steps to max_tokens 128.
     """
-    cfg = config.parse_args(args)
+    cfg = train.parse_args(args)
     G = cfg.global_batch_size or cfg.batch_size  # one process
-    metrics, ltd = config.from_flags(cfg, G)
+    metrics, ltd = ds_config.from_flags(cfg, G)
     seqlen = [CurriculumScheduler(e) for name, e in metrics.items() if name in SEQLEN_METRICS]
-    reshape = "seqlen_reshape" in metrics
     kept = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
     n_ltd = (len(ltd["random_ltd_layer_id"]) or cfg.n_layer - 2) if ltd else 0  # model's 1..L-2
-    total = 0  # layer-tokens so far
-    t = 0  # steps taken
-    while not (cfg.max_iters and t >= cfg.max_iters):
-        if cfg.max_tokens and total / cfg.n_layer >= cfg.max_tokens:  # train.py's float test
-            break
+    total, t = 0, 0  # layer-tokens so far, steps taken
+    while total / cfg.n_layer < cfg.max_tokens:  # train.py's float test
         # subtle: the batch of step t has the length d(t + 1) (DeepSpeed counts the step first)
         s = int(seqlen[0].get_difficulty(t + 1)) if seqlen else cfg.block_size
         r = min(kept.get_value(t), s) if kept else None
-        rows = G * (cfg.block_size // s) if reshape else G  # reshape cuts a row into T // s rows
+        rows = G * (cfg.block_size // s) if "seqlen_reshape" in metrics else G  # T // s rows each
         total += layer_tokens(rows, s, r, cfg.n_layer, n_ltd)  # rows * (s * (L - n) + r * n)
         t += 1
     return t
-
-
-def step_matched_batch(tokens, T, G, steps):
-    """The batch b <= G whose dense run of `tokens` effective tokens takes closest to `steps`.
-
-    A dense run of b rows takes ceil(tokens / (b * T)) steps. The cpu size at 100% (2,457,600
-    tokens, T 128, G 16) against the composition's 1500 steps: 13 rows take 1477, 12 take 1600.
-    """
-    return min(range(1, G + 1), key=lambda b: abs(math.ceil(tokens / (b * T)) - steps))
 
 
 def arm_args(spec, name, f, lr, s=Settings()):
@@ -256,24 +224,28 @@ def arm_args(spec, name, f, lr, s=Settings()):
     steps (int(fraction * dense steps), as train.py). The names are the paper's: seqtru / seqres
     = sequence-length truncation / reshape, voc = vocabulary rarity (fixed_root, degree 2, as
     Megatron-DeepSpeed's GPT scripts).
+
+    The step-matched baseline's batch: the b <= G whose dense run of the same tokens takes closest
+    to the composition's steps; a dense run of b rows takes ceil(tokens / (b * T)) steps. The cpu
+    size at 100% (2,457,600 tokens, T 128, G 16), the composition's 1500 steps: 13 rows take 1477,
+    12 take 1600.
     """
-    T = int(flag(spec["model"], "block_size"))
-    G = int(flag(spec["model"], "batch_size"))
+    T, G = int(flag(spec["model"], "block_size")), int(flag(spec["model"], "batch_size"))
     steps = max(1, int(f * spec["budget_steps"]))
     tokens = steps * G * T
     rows = G
     if name == "step-matched baseline":  # full-length rows, as many steps as the composition's
         composed = planned_steps(arm_args(spec, COMPOSED, f, lr, s))
-        rows = step_matched_batch(tokens, T, G, composed)
+        rows = min(range(1, G + 1), key=lambda b: abs(math.ceil(tokens / (b * T)) - composed))
     warmup = max(1, round(max(1, steps // 50) * G / rows))  # the same tokens for any batch
     short = max(8, T // 16)
-    cl_steps = max(1, int(s.cl_frac * steps))
-    cl = [f"--cl_total_step={cl_steps}"] if s.cl_frac != CL_FRAC else []
-    length = [f"--seqlen_total_step={cl_steps}"] if s.cl_frac != CL_FRAC else []
+    cl = [f"--cl_total_step={max(1, int(s.cl_frac * steps))}"] if s.cl_frac != CL_FRAC else []
+    length = [a.replace("--cl_", "--seqlen_") for a in cl]
     voc = metric_flags("vocab_rarity", s.cl_pct) + cl
-    tru = seqlen_flags("truncate", T, s.cl_len or short) + length
-    res = seqlen_flags("reshape", T, s.cl_len or short) + length
-    ltd = ltd_flags(s.ltd_start or short)
+    tru = seqlen_flags("truncate", s.cl_len or short) + length
+    res = seqlen_flags("reshape", s.cl_len or short) + length
+    ltd = ["--random_ltd", f"--ltd_min={s.ltd_start or short}",
+           f"--ltd_seq_per_step={math.gcd(8, s.ltd_start or short)}"]  # multiples of 8, or gcd
     if s.ltd_frac != LTD_FRAC:
         ltd += [f"--ltd_require_steps={max(1, int(s.ltd_frac * steps))}"]
     extra = {"baseline": [], "CL_seqtru": tru, "CL_seqres": res, "CL_voc": voc,
@@ -298,27 +270,21 @@ def metric_flags(metric, pct=1.0):
             "--cl_root_degree=2"]
 
 
-def seqlen_flags(how, T, start=None):
-    """A sequence-length curriculum from start (max(8, T // 16)) to T in steps of 8, or of
-    gcd(8, start) when 8 does not divide start (so that start is the first length: 4 -> 4)."""
-    start = start or max(8, T // 16)
+def seqlen_flags(how, start):
+    """A sequence-length curriculum from start to T in steps of 8, or of gcd(8, start) when 8
+    does not divide start (so that start is the first length: 4 -> 4)."""
     return [f"--seqlen={how}", f"--seqlen_min={start}", f"--seqlen_step={math.gcd(8, start)}"]
 
 
-def ltd_flags(start):
-    """random-LTD from a kept length of start, growing in multiples of 8 (or gcd(8, start))."""
-    return ["--random_ltd", f"--ltd_min={start}", f"--ltd_seq_per_step={math.gcd(8, start)}"]
-
-
-def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), lr_power=0.0,
-                    names=TABLES["7"], lrs=None, settings=(Settings(),)):
+def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), names=TABLES["7"], lrs=None,
+                    settings=(Settings(),)):
     """The grid of a size spec: (arm, fraction, seed, train.py args) for each arm of names and
     each of the method's settings (an arm named with those that differ from today's, once per
     distinct name: the baseline once, whatever the settings).
 
-    An arm's peak and final LR at fraction f are lrs[arm] (default LRS; lrs may also name an arm
-    with its settings) times (1 / f) ** lr_power (0: none, which did best at CPU scale; 1: as the
-    paper). A 100% run evaluates about EVALS times (the chart's curve), the others once, at the end.
+    An arm's peak LR is lrs[arm] (default LRS; lrs may also name an arm with its settings), its
+    final LR a tenth of it, at every fraction. A 100% run evaluates about EVALS times (the chart's
+    curve), the others once, at the end.
     """
     lrs = lrs or LRS
     T = int(flag(spec["model"], "block_size"))
@@ -327,10 +293,9 @@ def reproduce_cases(spec, fractions=(1.0, 0.5), seeds=(1337, 1338), lr_power=0.0
         for name in (n for n in ARMS if n in names):
             variants = {}
             for s in settings:
-                variants.setdefault(arm_title(name, s, T), s)
+                variants.setdefault(arm_title(name, s, T), s)  # the first settings of a name
             for title, s in variants.items():
-                lr = lrs.get(title, lrs[name])
-                args = arm_args(spec, name, f, lr * (1 / f) ** lr_power, s)
+                args = arm_args(spec, name, f, lrs.get(title, lrs[name]), s)
                 evals = max(1, planned_steps(args) // EVALS) if f == 1 else 1_000_000_000
                 cases += [(title, f, seed, args + [f"--eval_interval={evals}", f"--seed={seed}"])
                           for seed in seeds]
@@ -344,21 +309,19 @@ def ratio_spec(ratio, n_embd, n_layer=4, T=128, G=16, vocab=257):
                            n_embd=n_embd)).get_num_params()
     model = [f"--n_layer={n_layer}", "--n_head=4", f"--n_embd={n_embd}", f"--block_size={T}",
              f"--batch_size={G}"]
-    budget_steps = max(1, round(ratio * params / (G * T)))
-    return {"model": model, "budget_steps": budget_steps, "eval_samples": 640, "params": params,
-            "ratio": ratio}
+    return {"model": model, "budget_steps": max(1, round(ratio * params / (G * T))),
+            "eval_samples": 640, "params": params, "ratio": ratio}
 
 
-def check_one_pass(cases, data_dir, allow_repeats):
+def check_one_pass(cases, data_dir):
     """The train split's trainable tokens (windows * T); a largest budget above
     one pass is refused."""
     budget, T = max((int(flag(c[3], "max_tokens")), int(flag(c[3], "block_size"))) for c in cases)
-    d = prepare.corpus_dir(data_dir)
+    d = data.corpus_dir(data_dir)
     have = len(data.SampleWindows(os.path.join(d, "train.bin"), T)) * T
-    if not allow_repeats:
-        check_passes([budget], [have], [d], "the largest budget",
-                     "use a bigger corpus (python data.py --installed --out_dir=...), "
-                     "a smaller --size, or --allow_repeats")
+    check_passes([budget], [have], [d], "the largest budget",
+                 "use a bigger corpus (python data.py --installed --out_dir=...) or a smaller "
+                 "--size")
     return have
 
 
@@ -383,11 +346,11 @@ def run_grid(plans, a, haves, done):
         for name, f, seed, args in cases:
             lr = float(flag(args, "learning_rate"))
             run_dir = os.path.join(a.out_dir, slug(label), f"{slug(name)}_lr{lr:g}_f{f:g}_s{seed}")
-            title = f"{label}: {name}, {100 * f:.0f}% budget, lr {lr:g}, seed {seed}"
             run = args + [f"--data_dir={a.data_dir}", f"--out_dir={run_dir}", "--overwrite=true",
                           "--threads=1"] + (["--compile"] if a.compile else [])
-            log = os.path.join(run_dir, "train.log")
-            runs.setdefault(tuple(args), (tuple(args), run, log, title))
+            title = f"{label}: {name}, {100 * f:.0f}% budget, lr {lr:g}, seed {seed}"
+            runs.setdefault(tuple(args), (tuple(args), run, os.path.join(run_dir, "train.log"),
+                                          title))
     todo = [run for key, run in runs.items() if key not in done]
     reused = {} if a.fresh else finished_runs(todo)
     if reused:
@@ -437,30 +400,26 @@ def speedup_text(xs, losses, target):
     return (">=" if losses[0] < target else "") + f"{1 / x:.2f}x"
 
 
-def curves(res, arm, fracs, key):
-    """arm's loss-vs-budget curves for reach(): (mean over seeds, [each seed's]), each (xs, losses,
-    target). x = the arm's key (effective_tokens or seconds) at each fraction / its seed's
-    baseline's at 100%; target = that baseline's 100% val loss. The mean averages all three."""
-    per_seed = []
-    for k, base in enumerate(res["baseline", 1.0]):
-        xs = [res[arm, f][k][key] / base[key] for f in fracs]
-        per_seed.append((xs, [res[arm, f][k]["val_loss"] for f in fracs], base["val_loss"]))
-    mean = tuple(np.mean([c[i] for c in per_seed], axis=0).tolist() for i in range(3))
-    return mean, per_seed
-
-
 def arm_speedups(res, arm, fracs):
-    """{"eff. tokens" or "wall-clock": (the mean curve's speedup or None, its text, the seeds')}."""
+    """{"eff. tokens" or "wall-clock": (the mean curve's speedup or None, its text, the seeds')}.
+
+    Each seed's loss-vs-budget curve for reach(): x = the arm's effective tokens (or seconds) at
+    each fraction / its seed's baseline's at 100%; target = that baseline's 100% val loss. The
+    mean curve averages the seeds' xs, losses and targets."""
     out = {}
     for what, key in (("eff. tokens", "effective_tokens"), ("wall-clock", "seconds")):
-        mean, per_seed = curves(res, arm, fracs, key)
+        per_seed = []
+        for k, base in enumerate(res["baseline", 1.0]):
+            xs = [res[arm, f][k][key] / base[key] for f in fracs]
+            per_seed.append((xs, [res[arm, f][k]["val_loss"] for f in fracs], base["val_loss"]))
+        mean = [np.mean([c[i] for c in per_seed], axis=0).tolist() for i in range(3)]
         x = reach(*mean)
         seeds = "/".join(speedup_text(*c) for c in per_seed)
         out[what] = (None if x is None else 1 / x, speedup_text(*mean), seeds)
     return out
 
 
-# --- tables and charts ---------------------------------------------------------------------------
+# --- tables and charts: as text always, as a PNG when matplotlib is installed ------------------
 
 
 def print_lr_sweep(label, lrs, by_lr, best):
@@ -476,17 +435,16 @@ def print_lr_sweep(label, lrs, by_lr, best):
 def print_grid(label, spec, res, fracs, lr_source):
     """One size's runs: val loss (mean and each seed's), steps, rows, tokens, passes, seconds."""
     params = f"{spec['params']:,} parameters, " if "params" in spec else ""
-    G = int(flag(spec["model"], "batch_size"))
-    T = int(flag(spec["model"], "block_size"))
+    G, T = int(flag(spec["model"], "batch_size")), int(flag(spec["model"], "block_size"))
     print(f"\n{label}: {params}budget 100% = {spec['budget_steps']} dense steps of {G} x {T} = "
           f"{spec['budget_steps'] * G * T:,} effective tokens; LR per arm {lr_source}")
     w = max([26] + [len(name) for name, _ in res])  # an arm with its settings is longer
     print(f"{'arm':{w}} {'lr':>7} {'budget':>6} {'val loss':>8} {'(seeds)':>15} {'steps':>6} "
           f"{'rows':>4} {'raw tokens':>11} {'eff. tokens':>11} {'passes':>6} {'time s':>6}")
+    keys = ("val_loss", "iter_num", "raw_tokens", "effective_tokens", "passes", "seconds")
     for name in dict.fromkeys(name for name, _ in res):
         for f in fracs:
             outs = res[name, f]
-            keys = ("val_loss", "iter_num", "raw_tokens", "effective_tokens", "passes", "seconds")
             v = {k: np.mean([o[k] for o in outs]) for k in keys}
             per_seed = "/".join(format(o["val_loss"], ".4f") for o in outs)
             print(f"{name:{w}} {outs[0]['lr']:>7.1e} {100 * f:>5.0f}% {v['val_loss']:>8.4f} "
@@ -509,36 +467,109 @@ def print_speedups(res, fracs):
     for name in dict.fromkeys(name for name, _ in res):
         speedups[name] = arm_speedups(res, name, fracs)
         tok, sec = speedups[name]["eff. tokens"], speedups[name]["wall-clock"]
-        paper = PAPER[base_arm(name)]
+        paper = ARMS[base_arm(name)][0]
         print(f"{name:{w}} {paper:>12} {tok[1]:>12} {tok[2]:>24} {sec[1]:>12} {sec[2]:>24}")
     return speedups
 
 
-def chart_marks(names):
-    """A letter per arm (MARKS), a digit for each further settings of an arm: 1, 2, ..."""
-    marks = {}
-    digits = iter("123456789" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    for name in names:
-        mark = MARKS[base_arm(name)]
-        marks[name] = mark if mark not in marks.values() else next(digits)
-    return marks
+def text_chart(curves, target, marks, width=60, height=15):
+    """Points (x, y) of each curve on a width x height grid, its letter from marks, target as '-'.
+
+    y runs from the highest value (top row) to the lowest, x from 0 to the largest; a point
+    overwrites the target line and later curves (the baseline, first, stays on top).
+    {"baseline": [(0, 2.0), (10, 1.0)]}, target 1.5, width 5, height 3:
+
+           2.0000 |b
+           1.5000 |-----
+           1.0000 |    b
+                  +-----
+                   0  10
+    """
+    ys = [y for pts in curves.values() for _, y in pts] + [target]
+    top, bottom = max(ys), min(ys)
+    right = max(x for pts in curves.values() for x, _ in pts)
+    grid = [[" "] * width for _ in range(height)]
+
+    def row(y):
+        return round((top - y) / ((top - bottom) or 1) * (height - 1))  # the top row: the highest
+
+    grid[row(target)] = ["-"] * width
+    for name, pts in reversed(curves.items()):  # the first curve drawn last, on top
+        for x, y in pts:
+            grid[row(y)][round(x / (right or 1) * (width - 1))] = marks[name]
+    lines = [f"{top - r * (top - bottom) / (height - 1):9.4f} |" + "".join(cells).rstrip()
+             for r, cells in enumerate(grid)]
+    end = f"{right:,.0f}"
+    return lines + [" " * 10 + "+" + "-" * width, " " * 11 + "0".ljust(width - len(end)) + end]
+
+
+def speedup_bars(speedups):
+    """A bar per arm, 20 '#' = 1x: its speedup in effective tokens, the wall-clock one beside it."""
+    lines = []
+    for name, s in speedups.items():
+        tok, sec = s["eff. tokens"], s["wall-clock"]
+        bar = "#" * round(20 * min(tok[0], 3)) if tok[0] else ""
+        lines.append(f"  {name:26} {bar:<60} {tok[1]} (wall-clock {sec[1]})")
+    return lines
+
+
+def png_chart(path, loss_curves, target, speedups):
+    """The chart as a PNG when matplotlib is installed (optional, never in requirements.txt: pip
+    install matplotlib) -> path, or None without it."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only, no window
+        import matplotlib.pyplot as plt
+    except ImportError:  # subtle: optional; the text chart is printed
+        return None
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for name, pts in loss_curves.items():
+        ax.plot(*zip(*pts), marker="o", markersize=3, label=name)
+    ax.axhline(target, color="gray", linestyle="--", label=f"baseline at 100%: {target:.4f}")
+    ax.set(xlabel="effective tokens", ylabel="val loss (mean over seeds)", title="val loss at 100%")
+    ax.legend()
+    names = list(speedups)
+    most = 1.0
+    for what, shift in (("eff. tokens", -0.2), ("wall-clock", 0.2)):
+        values = [speedups[n][what][0] or 0 for n in names]  # 0: not reached
+        bx.barh(np.arange(len(names)) + shift, values, height=0.4, label=what)
+        most = max([most, *values])
+        for i, n in enumerate(names):
+            bx.text(values[i], i + shift, " " + speedups[n][what][1], va="center", fontsize=8)
+    bx.axvline(1, color="gray", linestyle="--")
+    bx.set_xlim(0, 1.4 * most)  # room for the labels and the legend
+    bx.set_yticks(np.arange(len(names)), names)
+    bx.invert_yaxis()
+    bx.set(xlabel="speedup to the baseline's 100% val loss", title="speedup (mean over seeds)")
+    bx.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def report(label, spec, res, fracs, lr_source, out_dir):
-    """A size's tables, the text chart and the PNG -> each arm's speedups."""
+    """A size's tables, the text chart and the PNG -> each arm's speedups. The chart's curves:
+    val loss against effective tokens of the 100% runs, the mean over seeds (same eval steps); a
+    letter per arm (ARMS), a digit for each further settings of an arm: 1, 2, ..."""
     print_grid(label, spec, res, fracs, lr_source)
     speedups = print_speedups(res, fracs)
     names = list(speedups)
-    loss_curves = {name: mean_curve(res[name, 1.0]) for name in names}
+    curves = {n: [tuple(v) for v in np.mean([o["evals"] for o in res[n, 1.0]], axis=0).tolist()]
+              for n in names}
     target = float(np.mean([o["val_loss"] for o in res["baseline", 1.0]]))
-    marks = chart_marks(names)
+    marks, digits = {}, iter("123456789" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    for name in names:
+        mark = ARMS[base_arm(name)][1]
+        marks[name] = mark if mark not in marks.values() else next(digits)
     legend = "  ".join(f"{marks[n]} {n}" for n in names)
     print(f"\nval loss at 100% against effective tokens, mean over seeds: {legend}; "
           f"--- the baseline's 100% val loss {target:.4f}")
-    print("\n".join(text_chart(loss_curves, target, marks=marks)))
+    print("\n".join(text_chart(curves, target, marks)))
     print("\nspeedup to the baseline's 100% val loss in effective tokens, 20 # = 1x:")
     print("\n".join(speedup_bars(speedups)))
-    png = png_chart(os.path.join(out_dir, slug(label) + ".png"), loss_curves, target, speedups)
+    png = png_chart(os.path.join(out_dir, slug(label) + ".png"), curves, target, speedups)
     print(f"chart: {png}" if png else "chart: pip install matplotlib for a PNG")
     return speedups
 
@@ -571,7 +602,9 @@ def print_ratios(specs, results, speedups):
 
 
 def check_grid(a):
-    """a's lists checked -> (arm names, fractions ascending, ratios, LRs, seeds)."""
+    """a's lists checked -> (arm names, fractions ascending, ratios, LRs, [Settings]: every
+    combination of the method's settings, one value each: today's). --cl_starts=0.25:4 ->
+    cl_pct 0.25, cl_len 4."""
     ratios = numbers("ratios", a.ratios or ("3,30,300" if a.table == "ratio" else ""))
     names = tuple(a.cases.split(",")) if a.cases else TABLES["ratio" if ratios else a.table]
     if "baseline" not in names or not set(names) <= set(ARMS):
@@ -579,8 +612,7 @@ def check_grid(a):
                          "(the reference)")
     if ratios and COMPOSED not in names:
         raise ValueError(f"--cases={a.cases}: the tokens-per-parameter study needs {COMPOSED}")
-    fracs = numbers("fractions", a.fractions)
-    lrs = numbers("lrs", a.lrs)
+    fracs, lrs = numbers("fractions", a.fractions), numbers("lrs", a.lrs)
     if not fracs or min(fracs + ratios) <= 0:
         raise ValueError(f"--fractions={a.fractions} --ratios={a.ratios}: give numbers above 0, "
                          "e.g. --fractions=1,0.5")
@@ -591,53 +623,42 @@ def check_grid(a):
         raise ValueError(f"--lrs={a.lrs}: give learning rates above 0, e.g. --lrs=1e-3,2e-3,4e-3")
     if a.jobs < 1:
         raise ValueError(f"--jobs={a.jobs} must be at least 1")
-    return names, sorted(set(fracs)), ratios, sorted(set(lrs)), seed_list(a.seeds)
-
-
-def check_settings(a):
-    """a's lists of the method's settings -> [Settings], every combination of them (one value
-    each: today's). --cl_starts=0.25:4 -> cl_pct 0.25, cl_len 4."""
-    cl_fracs = numbers("cl_fracs", a.cl_fracs)
-    ltd_fracs = numbers("ltd_fracs", a.ltd_fracs)
+    cl_fracs, ltd_fracs = numbers("cl_fracs", a.cl_fracs), numbers("ltd_fracs", a.ltd_fracs)
     if not cl_fracs or not ltd_fracs or not all(0 < x <= 1 for x in cl_fracs + ltd_fracs):
         raise ValueError(f"--cl_fracs={a.cl_fracs} --ltd_fracs={a.ltd_fracs}: give fractions of "
                          "the budget in (0, 1], e.g. --cl_fracs=0.2,0.4,0.8")
-    starts = [0] if not a.ltd_starts else config.int_list("ltd_starts", a.ltd_starts)
-    if min(starts) < 0 or (a.ltd_starts and min(starts) < 1):
+    ltd_starts = ints("ltd_starts", a.ltd_starts) or [0]
+    if a.ltd_starts and min(ltd_starts) < 1:
         raise ValueError(f"--ltd_starts={a.ltd_starts}: give kept lengths of 1 token or more, "
                          "e.g. --ltd_starts=4,8,32")
-    cl_starts = [(1.0, 0)]
-    if a.cl_starts:
-        try:
-            cl_starts = [(numbers("cl_starts", p)[0], int(n))
-                         for p, n in (x.split(":") for x in a.cl_starts.split(","))]
-        except (ValueError, IndexError):
-            cl_starts = []
-    if not cl_starts or not all(0 < p <= 100 and n >= (1 if a.cl_starts else 0)
-                                for p, n in cl_starts):
+    try:
+        cl_starts = [(float(p), int(n)) for p, n in (x.split(":") for x in a.cl_starts.split(","))]
+    except ValueError:  # also a pair without ":"
+        cl_starts = []
+    if a.cl_starts and not (cl_starts and all(0 < p <= 100 and n >= 1 for p, n in cl_starts)):
         raise ValueError(f"--cl_starts={a.cl_starts}: give percentile:length pairs, a percentile "
                          "in (0, 100] and a length of 1 or more, e.g. --cl_starts=0.25:4,4:32")
-    return [Settings(cf, p, n, lf, k) for cf, (p, n), lf, k
-            in itertools.product(cl_fracs, cl_starts, ltd_fracs, starts)]
+    settings = [Settings(cf, p, n, lf, k) for cf, (p, n), lf, k in itertools.product(
+        cl_fracs, cl_starts if a.cl_starts else [(1.0, 0)], ltd_fracs, ltd_starts)]
+    return names, sorted(set(fracs)), ratios, sorted(set(lrs)), settings
 
 
 def grid(a):
     """The sweep at one size, or at each tokens-per-parameter ratio -> {label: {(arm, fraction):
     [a summary per seed: train.train's numbers, its "lr", "rows" and "passes" over the data]}}."""
-    names, fracs, ratios, lrs, seeds = check_grid(a)
-    settings = check_settings(a)
+    names, fracs, ratios, lrs, settings = check_grid(a)
+    seeds = seed_list(a.seeds)
     specs = {f"{r:g} tokens per parameter": ratio_spec(r, dict(RATIO_WIDTHS).get(int(r), 64))
              for r in ratios} or {f"size {a.size}": SIZES[a.size]}
-    plans = {label: reproduce_cases(spec, fracs, seeds, a.lr_power, names, None, settings)
+    plans = {label: reproduce_cases(spec, fracs, seeds, names, None, settings)
              for label, spec in specs.items()}
     sweeps = {label: [c for lr in lrs for c in reproduce_cases(
-        spec, [1.0], seeds, 0.0, names, dict.fromkeys(ARMS, lr), settings)]
+        spec, [1.0], seeds, names, dict.fromkeys(ARMS, lr), settings)]
         for label, spec in specs.items()}
     for case in [c for cases in [*plans.values(), *sweeps.values()] for c in cases]:
-        config.parse_args(case[3])  # train.py's checks of every run, before any run starts
-    haves = {label: check_one_pass(cases, a.data_dir, a.allow_repeats)
-             for label, cases in plans.items()}
-    d = prepare.corpus_dir(a.data_dir)
+        train.parse_args(case[3])  # train.py's checks of every run, before any run starts
+    haves = {label: check_one_pass(cases, a.data_dir) for label, cases in plans.items()}
+    d = data.corpus_dir(a.data_dir)
     metrics = {(int(flag(c[3], "block_size")), flag(c[3], "cl_metric"))
                for cs in plans.values() for c in cs if "--cl_metric=" in " ".join(c[3])}
     for T, metric in sorted(metrics):  # subtle: built here, once: runs at once would race
@@ -653,8 +674,7 @@ def grid(a):
             best = {name: min(lrs, key=lambda lr: np.mean([o["val_loss"] for o in by_lr[name, lr]]))
                     for name in arms}
             print_lr_sweep(label, lrs, by_lr, best)
-            plans[label] = reproduce_cases(spec, fracs, seeds, a.lr_power, names,
-                                           {**LRS, **best}, settings)
+            plans[label] = reproduce_cases(spec, fracs, seeds, names, {**LRS, **best}, settings)
             lr_source[label] = "its best from the LR sweep above"
     results = run_grid(plans, a, haves, done)
     print(f"\nreproduce: seeds {a.seeds}; torch {torch.__version__}, "

@@ -67,9 +67,10 @@ def load_checkpoint(path):
 def save(path, parts, state, gen, rank, settings, cfg, where):
     """Every rank's RNG states gathered (a collective), then rank 0 writes the checkpoint: each
     part's state_dict (parts: {name: object with state_dict}), the loop's state, the RNGs, the
-    settings a resume must match, the config, and where it ran ("cpu (float32)")."""
+    settings a resume must match, the config, and where it ran: "cpu (float32)", "cuda
+    (bfloat16)", whose first word says whether there is a CUDA generator to save."""
     mine = {"torch": torch.get_rng_state(), "ltd": gen.get_state().cpu(),
-            "cuda": torch.cuda.get_rng_state() if gen.device.type == "cuda" else None}
+            "cuda": torch.cuda.get_rng_state() if where.startswith("cuda") else None}
     rngs = [mine]  # under torchrun replaced by every rank's, in rank order
     if dist.is_initialized():
         rngs = [None] * dist.get_world_size()
@@ -95,7 +96,7 @@ def resume(ckpt, parts, settings, gen, rank, world_size, where, path, notes):
     torch.set_rng_state(rng["torch"])
     if rng["ltd"].numel() == gen.get_state().numel():  # 16 bytes on CUDA, 5,056 on the CPU
         gen.set_state(rng["ltd"])
-    if gen.device.type == "cuda" and rng["cuda"] is not None:
+    if where.startswith("cuda") and rng["cuda"] is not None:
         torch.cuda.set_rng_state(rng["cuda"])
     if len(ckpt["rng"]) != world_size or ckpt["where"] != where:
         notes.append(f"the checkpoint was written by {len(ckpt['rng'])} rank(s) "

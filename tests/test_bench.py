@@ -8,80 +8,82 @@ import torch
 
 from experiments import bench
 
-TINY = ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2", "--device=cpu", "--threads=1"]
+TINY = ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2",
+        "--device=cpu", "--threads=1"]
 
 
 def test_bench_ltd_flop_ratio_falls_with_the_kept_length(capsys):
-    """Counted FLOPs: dropping layers 1..L-2 to r of T tokens saves more the smaller r is, never all;
-    the dense row's efficiency is "-" (it printed nan)."""
-    out = bench.bench_ltd(TINY + ["--vocab_size=257", "--modes=eager", "--ratios=0.75,0.5,0.25", "--iters=1"])
+    """Counted FLOPs: dropping layers 1..L-2 to r of T tokens saves more the smaller r is, never
+    all; the dense row's efficiency is "-" (it printed nan); tokens/s beside ms/step."""
+    out = bench.bench_ltd(TINY + ["--vocab_size=257", "--modes=eager", "--ratios=0.75,0.5,0.25",
+                                  "--iters=1"])
     flop = [out[r][1] for r in (32, 24, 16, 8)]
     # layers 0, 3 and the head stay dense
     assert flop[0] == 1.0 and all(a > b for a, b in zip(flop, flop[1:])) and flop[-1] > 0.5
     rows = capsys.readouterr().out.splitlines()
+    assert rows[1].split()[4:6] == ["ms/step", "tokens/s"]
     assert "nan" not in "\n".join(rows) and rows[2].split()[:3] == ["eager", "1.00", "32"]
     assert rows[2].endswith(" 1.000      1.000          -")
 
 
 def test_bench_dense_times_a_second_model_file_beside_ours(capsys):
     """--nanogpt loads another model.py (here our own) and times it beside ours, one row each."""
-    model_py = os.path.join(bench.ROOT, "model.py")
-    med = bench.bench_dense(TINY + [f"--nanogpt={model_py}", "--iters=1"])
-    assert list(med) == ["ours (model.py)", "nanoGPT (--nanogpt)"] and all(t > 0 for t in med.values())
+    med = bench.bench_dense(TINY + [f"--nanogpt={os.path.join(bench.ROOT, 'model.py')}",
+                                    "--iters=1", "--vocab_size=50304"])
+    assert list(med) == ["ours (model.py)", "nanoGPT (--nanogpt)"] and min(med.values()) > 0
     assert "nanoGPT (--nanogpt)" in capsys.readouterr().out
     bench.bench_dense(TINY + ["--iters=1"])
     assert "no nanoGPT row: pass --nanogpt=path/to/nanoGPT/model.py" in capsys.readouterr().out
 
 
 def test_device_auto_takes_the_first_gpu_with_bf16_autocast(monkeypatch):
-    """With a (faked) GPU, --device=auto is cuda:0, autocast is CUDA bf16 and the clock syncs that device."""
+    """With a (faked) GPU, --device=auto is cuda:0, autocast is CUDA bf16 and the clock syncs
+    that device."""
     synced = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # read when autocast is built
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # for autocast
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: f"FakeGPU on {device}")
     monkeypatch.setattr(torch.cuda, "synchronize", synced.append)
     device, ctx, sync, where = bench.on_device("auto")
     sync()
-    assert (device, ctx.device, ctx.fast_dtype, synced, where) == ("cuda:0", "cuda", torch.bfloat16, ["cuda:0"],
-                                                                     "FakeGPU on cuda:0 bf16")
+    assert (device, ctx.device, ctx.fast_dtype, synced, where) == (
+        "cuda:0", "cuda", torch.bfloat16, ["cuda:0"], "FakeGPU on cuda:0 bf16")
     assert bench.on_device("cuda:1")[0] == "cuda:1" and bench.on_device("cpu")[3] == "cpu fp32"
 
 
-def test_interleaved_alternates_the_cases_and_drops_warmup_rounds():
-    """interleaved({a, b}, rounds=2, warmup=1) calls a, b, a, b, a, b and keeps the last two timings of each."""
+def test_interleaved_rounds_median_range_and_rows(capsys):
+    """interleaved({a, b}, rounds=2, warmup=1) calls a, b, a, b, a, b and keeps the last two
+    timings of each; a cell is the median (min-max); rows align left where the width is < 0."""
     calls = []
-    times = bench.interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, rounds=2, warmup=1)
+    times = bench.interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                              rounds=2, warmup=1)
     assert calls == ["a", "b"] * 3 and {k: len(v) for k, v in times.items()} == {"a": 2, "b": 2}
-
-
-def test_med_range_is_median_then_min_max():
     assert bench.med_range([0.003, 0.001, 0.002], scale=1000) == "2 (1-3)"
-
-
-def test_row_aligns_cells(capsys):
     bench.row((-4, 6), "ab", "1.5")
-    assert capsys.readouterr().out == "ab      1.5\n"  # 'ab' left in 4 columns, a space, '1.5' right in 6
+    assert capsys.readouterr().out == "ab      1.5\n"
 
 
 def test_each_benchmark_has_its_own_typed_options(capsys):
-    """`bench.py ltd --help` is ltd's help; options are typed as their defaults; unknown ones fail."""
+    """`bench.py ltd --help` is ltd's help; options are typed as their defaults; unknown ones
+    fail."""
     with pytest.raises(SystemExit):
         bench.main(["ltd", "--help"])
     assert "bench.py ltd" in capsys.readouterr().out
-    a = bench.options("x", ["--threads=1", "--rounds=3"], threads=(1, "h"), rounds=(5, "help"), name=("s", "h"))
+    a = bench.options("x", ["--threads=1", "--rounds=3"], rounds=(5, "help"), name=("s", "h"))
     assert (a.threads, a.rounds, a.name) == (1, 3, "s")
     with pytest.raises(SystemExit, match="unknown option"):
         bench.main(["sampler", "--bogus=1"])
-    with pytest.raises(SystemExit, match=r"^error: no benchmark 'foo'; pick one of analyzer, sampler"):
+    with pytest.raises(SystemExit, match=r"^error: no benchmark 'foo'; pick one of analyzer, "):
         bench.main(["foo"])  # it printed the usage alone, with no error line
     bench.main([])
-    assert capsys.readouterr().out.startswith("usage: python bench.py {analyzer,sampler,ltd,dense,prepare,scale}")
+    assert capsys.readouterr().out.startswith(
+        "usage: python bench.py {analyzer,sampler,ltd,dense,prepare,scale}")
 
 
 def test_bench_prepare_runs_data_py_on_two_inputs_in_fresh_processes(capsys):
-    """Two inputs of standard-library copies, each prepared in a child process once per round (one
-    warm-up round): a peak RSS per size and round, and the growth line (printed, never asserted)."""
+    """Two inputs of standard-library copies, each prepared in a child process once per round
+    (one warm-up round): a peak RSS per size and round, and the growth line (never asserted)."""
     out = bench.bench_prepare(["--sizes_mb=0.2,0.4", "--rounds=1", "--threads=1"])
     (small, small_files), (large, large_files) = out["inputs"].values()
     assert 0.2e6 <= small < 0.4e6 <= large and small_files < large_files
@@ -92,19 +94,23 @@ def test_bench_prepare_runs_data_py_on_two_inputs_in_fresh_processes(capsys):
 
 @pytest.mark.slow
 def test_bench_scale_prints_its_five_measurements_and_removes_its_corpora(corpus, capsys):
-    """bench.py scale on tiny corpora (the fixture stands in for the default one): the build's values equal the numpy
-    floor's, the starts reach a first step, and a map per batch leaves no file pages resident; then the temporary
-    folder is gone. A --tokens the disk cannot hold is one line."""
-    bench.main(["scale", "--tokens=3e5", "--small_tokens=1e5", "--start_rounds=1", "--rounds=1", "--batches=5",
-                "--steps=5", f"--default_dir={corpus}"])
+    """bench.py scale on tiny corpora (the fixture stands in for the default one): the build's
+    values equal the numpy floor's, the starts reach a first step, a fetch per corpus, and a map
+    per batch leaves no file pages resident; then the temporary folder is gone. A --tokens the
+    disk cannot hold is one line."""
+    bench.main(["scale", "--tokens=3e5", "--small_tokens=1e5", "--start_rounds=1", "--rounds=1",
+                "--batches=5", "--steps=5", f"--default_dir={corpus}"])
     out = capsys.readouterr().out
-    work = re.search(r"^scale: synthetic corpus of nanoGPT's OpenWebText shape in (\S+): 300,000 train", out, re.M)
+    work = re.search(r"^scale: synthetic corpus of nanoGPT's OpenWebText shape in (\S+): "
+                     r"300,000 train", out, re.M)
     assert work and not os.path.exists(work.group(1)), out
     assert float(re.search(r"max \|ours - floor\| = (\S+)", out).group(1)) < 1e-9
-    assert re.search(r"^2\. first start on 300,000 tokens .*first step after [\d.]+ s; longest silence", out, re.M)
-    assert re.search(r"^   300,000 tokens +[\d.]+ \(", out, re.M) and "difference of the medians" in out
-    assert re.search(r"^a default training step +128 ", out, re.M)
-    cached = re.search(r"^corpus in the page cache +(\S+) +(\S+)$", out, re.M)
-    assert cached and float(cached.group(2)) <= 1.0, out
-    with pytest.raises(SystemExit, match="error: bench.py scale needs .* GB free in .*; pass --tmp=DIR or fewer"):
+    assert re.search(r"^2\. first start on 300,000 tokens .*first step after [\d.]+ s; longest "
+                     r"silence", out, re.M)
+    assert re.search(r"^   300,000 tokens +[\d.]+ \(", out, re.M) and "of the medians" in out
+    assert re.search(r"^default corpus +128 +[\d.]+ \(", out, re.M)
+    cached = re.search(r"^corpus in the page cache +(\S+)$", out, re.M)
+    assert cached and float(cached.group(1)) <= 1.0, out
+    with pytest.raises(SystemExit, match="error: bench.py scale needs .* GB free in .*; pass "
+                                         "--tmp=DIR or fewer"):
         bench.main(["scale", "--tokens=1e15"])

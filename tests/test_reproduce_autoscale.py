@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-import config
 import data
+from support.launch import parse
 from experiments import autoscale as rs
 from autoscale.domains import window_domains
 from autoscale.mixture import ddo_optimum, fit_power_law, power_law
@@ -46,7 +46,7 @@ class FakeTrainer:
 
 
 def run_fake(*flags, train_tokens=(1e7, 1e7, 1e7), trainer=None):
-    a = config.parse(rs.AutoScaleConfig, ["--n1=100000", "--n2=200000", "--t=2", *flags], "reproduce_autoscale.py")
+    a = parse(rs.AutoScaleConfig, ["--n1=100000", "--n2=200000", "--t=2", *flags], "reproduce_autoscale.py")
     trainer = trainer or FakeTrainer()
     result = rs.autoscale(trainer, NAMES, a, np.array(train_tokens), np.full(3, 1 / 3))
     return result, trainer
