@@ -186,10 +186,11 @@ def ensure_index(bin_path, block_size, names, index_dir, num_workers=None, verbo
 
 
 def parallel_map(fn, jobs, num_workers):
-    """map(fn, jobs) in forked worker processes (in this one when one would do), results in the
-    order the jobs finish; a worker ends with the pool, and a SIGTERM always kills it."""
+    """map(fn, jobs) in forked worker processes (in this one when one would do, or where there is
+    no fork), results in the order the jobs finish; a worker ends with the pool, and a SIGTERM
+    always kills it."""
     num_workers = min(num_workers, len(jobs))
-    if num_workers <= 1:
+    if num_workers <= 1 or "fork" not in mp.get_all_start_methods():  # Windows: this process
         yield from map(fn, jobs)
         return
     # subtle: a fork inherits train.py's handler, which only notes SIGTERM; a worker that gets

@@ -29,3 +29,23 @@ def test_without_fcntl_a_run_locks_its_out_dir_trains_and_refuses_a_second(corpu
     assert r.returncode == 1 and len(err) == 1, r.stderr[-800:]
     assert "another trainer is running" in err[0] and "a crashed run left" in err[0]
     assert sorted(os.listdir(held)) == [".lock"]  # nothing written, nothing taken away
+
+
+def test_without_fork_the_index_is_built_in_this_process_and_is_the_same(corpus, tmp_path,
+                                                                        monkeypatch):
+    """Where fork is missing (Windows; spawn only), --num_workers asks for a pool that cannot
+    be made the way it is here: the index is built in this process, with the same arrays."""
+    import multiprocessing
+
+    from services import index
+
+    bin_path = os.path.join(corpus, "train.bin")
+    index.build_index(bin_path, 16, ["vocab_rarity"], str(tmp_path / "one"), 1, verbose=False)
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    monkeypatch.setattr(multiprocessing, "get_context", lambda *a: 1 / 0)  # no pool at all
+    index.build_index(bin_path, 16, ["vocab_rarity"], str(tmp_path / "two"), 4, verbose=False,
+                      shard=64)
+    one, two = (index.load_index(str(tmp_path / d), 16, ["vocab_rarity"])["vocab_rarity"]
+                for d in ("one", "two"))
+    for key in ("sample_to_metric", "index_to_sample", "index_to_metric"):
+        assert (one[key] == two[key]).all(), key
