@@ -22,43 +22,29 @@ def test_round_trip_and_plain_torch_load(tmp_path):
     assert os.listdir(tmp_path) == ["ckpt.pt"]  # no temporary left behind
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "foreign"])
-def test_damaged_checkpoint_is_one_clear_error(tmp_path, damage):
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "foreign", "missing"])
+def test_a_damaged_or_missing_checkpoint_is_one_clear_error(tmp_path, damage):
     path = str(tmp_path / "ckpt.pt")
     checkpoint.save_checkpoint(path, {"model": {"w": torch.randn(100, 100)}, "state": {"iter_num": 3}})
-    blob = bytearray(open(path, "rb").read())
-    if damage == "truncate":
-        blob = blob[: len(blob) // 2]
-    elif damage == "flip":
-        blob[len(blob) // 2] ^= 0x10  # inside the tensor data: torch.load alone would accept it
-    elif damage == "empty":
-        blob = b""
-    else:
-        blob = b"PK\x03\x04 this is some other file"
-    open(path, "wb").write(bytes(blob))
-    with pytest.raises(ValueError, match="damaged or not a checkpoint"):
+    blob, k = open(path, "rb").read(), os.path.getsize(path) // 2
+    os.remove(path)
+    damaged = {"truncate": blob[:k], "empty": b"", "foreign": b"PK\x03\x04 this is some other file",
+               "flip": blob[:k] + bytes([blob[k] ^ 0x10]) + blob[k + 1:]}  # in the tensor data: torch.load takes it
+    if damage != "missing":
+        open(path, "wb").write(damaged[damage])
+    with pytest.raises(ValueError, match="no checkpoint at" if damage == "missing" else "damaged or not a checkpoint"):
         checkpoint.load_checkpoint(path)
-
-
-def test_missing_checkpoint(tmp_path):
-    with pytest.raises(ValueError, match="no checkpoint at"):
-        checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"))
 
 
 def test_disk_full_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     path = str(tmp_path / "ckpt.pt")
     checkpoint.save_checkpoint(path, {"state": {"iter_num": 1}})
     before = open(path, "rb").read()
-    real = os.fsync
-
-    def full(fd):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(os, "fsync", full)
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
     with pytest.raises(ValueError,
                        match=r"could not write checkpoint .*No space left on device.*previous one is intact"):
         checkpoint.save_checkpoint(path, {"state": {"iter_num": 2}})
-    monkeypatch.setattr(os, "fsync", real)
+    monkeypatch.undo()
     assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["ckpt.pt"]
 
 

@@ -59,7 +59,7 @@ def test_every_option_parses_as_the_type_it_declares():
     (["--eval_samples=0"], "--eval_samples=0 must be at least 1"),
     (["--n_head=3"], "--n_head=3 does not divide --n_embd=128"),
     (["--dtype=fp8"], "--dtype: invalid choice: 'fp8'"),
-    (["--device=tpu"], "--device=tpu unknown"),
+    (["--device=tpu"], "--device=tpu unknown; use auto, cpu, cuda or cuda:N"),
     (["--ltd_layers=a,b"], "--ltd_layers=a,b must be comma-separated integers"),
     (["--max_iters=0", "--max_tokens=0"], "would train without end"),
     (["--seqlen=shrink"], "--seqlen: invalid choice: 'shrink'"),
@@ -92,21 +92,20 @@ def test_schedule_lengths_follow_the_budget_in_its_unit():
     assert data_efficiency(both, 16, [])[1].config["schedule_config"]["require_steps"] == 60
 
 
-def test_fixed_discrete_from_flags():
-    cfg = parse_args(["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete", "--cl_discrete_difficulty=10,50,100",
-                      "--cl_discrete_max_step=5,9"])
-    entry = data_efficiency(cfg, 16, [])[0]["vocab_rarity"]
-    assert entry["schedule_type"] == "fixed_discrete"
-    assert entry["schedule_config"] == {"difficulty": [10, 50, 100], "max_step": [5, 9]}
+@pytest.mark.parametrize("flags, kind, schedule_config", [
+    (["--cl_schedule=fixed_discrete", "--cl_discrete_difficulty=10,50,100", "--cl_discrete_max_step=5,9"],
+     "fixed_discrete", {"difficulty": [10, 50, 100], "max_step": [5, 9]}),
+    (["--cl_schedule=custom", "--cl_pacing=smoothstep", "--cl_total_step=50", "--cl_difficulty_step=5"],
+     "custom", {"pacing": "smoothstep", "total_curriculum_step": 50, "difficulty_step": 5}),
+])
+def test_a_schedule_from_flags(flags, kind, schedule_config):
+    """--cl_schedule=custom was an invalid choice; it names a pacing function by --cl_pacing."""
+    entry = data_efficiency(parse_args(["--cl_metric=vocab_rarity", *flags]), 16, [])[0]["vocab_rarity"]
+    assert (entry["schedule_type"], entry["schedule_config"]) == (kind, schedule_config)
 
 
-def test_custom_pacing_by_flag_and_by_json_name_a_pacing_function(tmp_path):
-    """--cl_schedule=custom was an invalid choice and a JSON schedule_type custom was "unknown"."""
-    cfg = parse_args(["--cl_metric=vocab_rarity", "--cl_schedule=custom", "--cl_pacing=smoothstep",
-                      "--cl_total_step=50", "--cl_difficulty_step=5"])
-    entry = data_efficiency(cfg, 16, [])[0]["vocab_rarity"]
-    assert entry["schedule_type"] == "custom"
-    assert entry["schedule_config"] == {"pacing": "smoothstep", "total_curriculum_step": 50, "difficulty_step": 5}
+def test_a_custom_schedule_in_json_names_a_pacing_function(tmp_path):
+    """A JSON schedule_type custom was "unknown"."""
     ds = ds_example()
     metrics = ds["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]
     name = next(n for n in metrics if not n.startswith("seqlen"))
@@ -120,14 +119,25 @@ def test_ltd_layers_checked_once_and_the_default_left_to_the_model():
     assert data_efficiency(parse_args(["--random_ltd", "--n_layer=6"]), 16, [])[1].layers == []
     cfg = parse_args(["--random_ltd", "--n_layer=6", "--ltd_layers=4,2"])
     assert data_efficiency(cfg, 16, [])[1].layers == [2, 4]  # sorted, once
-    with pytest.raises(ValueError, match="--n_layer=3 or more"):
-        data_efficiency(parse_args(["--random_ltd", "--n_layer=2"]), 16, [])
-    with pytest.raises(ValueError, match=r"\(got \[5\]\); use --n_layer=6 or more, or list them with --ltd_layers"):
-        data_efficiency(parse_args(["--random_ltd", "--ltd_layers=5"]), 16, [])  # 4 layers: was "3 or more"
-    with pytest.raises(ValueError, match=r"\(got \[-1\]\); list them with --ltd_layers$"):
-        data_efficiency(parse_args(["--random_ltd", "--ltd_layers=-1"]), 16, [])
-    with pytest.raises(ValueError, match=r"inside 0..3 \(got \[7\]\)"):
-        data_efficiency(parse_args(["--random_ltd", "--ltd_layers=1,7"]), 16, [])
+
+
+@pytest.mark.parametrize("flags, want", [
+    (["--random_ltd", "--n_layer=2"], "--n_layer=3 or more"),
+    (["--random_ltd", "--ltd_layers=5"],  # 4 layers: was "3 or more"
+     r"\(got \[5\]\); use --n_layer=6 or more, or list them with --ltd_layers"),
+    (["--random_ltd", "--ltd_layers=-1"], r"\(got \[-1\]\); list them with --ltd_layers$"),
+    (["--random_ltd", "--ltd_layers=1,7"], r"inside 0..3 \(got \[7\]\)"),
+    (["--config=TMP/bad.json"], "is not a readable JSON file"),
+    (["--config=TMP/list.json"], "must hold a JSON object"),
+    # where it is opened, before any work
+    (["--config=TMP"], r"is not a readable JSON file \(.*Is a directory.*\); pass a DeepSpeed JSON"),
+])
+def test_bad_random_ltd_layers_or_config_file_are_one_line_errors(tmp_path, flags, want):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=want) as e:
+        data_efficiency(parse_args([f.replace("TMP", str(tmp_path)) for f in flags]), 16, [])
+    assert "\n" not in str(e.value)
 
 
 def write(tmp_path, ds):
@@ -148,45 +158,6 @@ def test_deepspeed_example_maps_to_our_settings(tmp_path):
                      "this run uses analyzer.py's index"]
     assert metrics["vocab_rarity"]["schedule_config"]["total_curriculum_step"] == 600
     assert ltd.layers == [1, 2] and ltd.config["min_value"] == 32
-
-
-@pytest.mark.parametrize("edit, want", [
-    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].update(total_layer_num=24), "set --n_layer=24"),
-    (lambda d: d.update(train_batch_size=512), "--config sets train_batch_size 512 but "
-                                               "--global_batch_size=16 was given; drop the flag"),
-    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"].update(
-        {"perplexity": {"difficulty_type": "value", "min_difficulty": 1, "max_difficulty": 2,
-                        "schedule_type": "fixed_linear",
-                        "schedule_config": {"total_curriculum_step": 2, "difficulty_step": 1}}}),
-     "unknown curriculum metric 'perplexity'"),
-    (lambda d: d["data_efficiency"].update(surprise=1), "unknown key 'surprise'"),
-    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].pop("random_ltd_schedule"),
-     "random_ltd is missing random_ltd_schedule"),
-    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"].update(curriculum_metrics=[1, 2]),
-     "curriculum_metrics in curriculum_learning must be an object"),
-    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]["vocabularyrarity"]
-        .update(min_difficulty="1"), 'min_difficulty in vocabularyrarity must be a number, got "1"'),
-    (lambda d: d.update(data_efficiency="yes"), 'data_efficiency in the top level must be an object'),
-    (lambda d: d["data_efficiency"].update(enabled="true"), "enabled in data_efficiency must be true or false"),
-])
-def test_deepspeed_config_mistakes_are_one_line_errors(tmp_path, edit, want):
-    ds = ds_example()
-    edit(ds)
-    with pytest.raises(ValueError, match=want.replace("(", r"\(").replace("[", r"\[")) as e:
-        cfg = parse_args([f"--config={write(tmp_path, ds)}", "--n_layer=4", "--global_batch_size=16"])
-        data_efficiency(cfg, 16, [])
-    assert "\n" not in str(e.value)
-
-
-def test_config_file_not_json_or_not_an_object(tmp_path):
-    (tmp_path / "bad.json").write_text("{not json")
-    with pytest.raises(ValueError, match="is not a readable JSON file"):
-        data_efficiency(parse_args([f"--config={tmp_path / 'bad.json'}"]), 16, [])
-    (tmp_path / "list.json").write_text("[1, 2]")
-    with pytest.raises(ValueError, match="must hold a JSON object"):
-        data_efficiency(parse_args([f"--config={tmp_path / 'list.json'}"]), 16, [])
-    with pytest.raises(ValueError, match=r"is not a readable JSON file \(.*Is a directory.*\); pass a DeepSpeed JSON"):
-        data_efficiency(parse_args([f"--config={tmp_path}"]), 16, [])  # where it is opened, before any work
 
 
 MEGATRON = os.path.join(ROOT, "tests", "fixtures", "ds_config_megatron_gpt_1.3B_cl_ltd.json")
@@ -289,6 +260,23 @@ def test_a_flag_that_disagrees_with_the_config_is_one_line(tmp_path, flags, want
 
 
 @pytest.mark.parametrize("edit, want", [
+    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].update(total_layer_num=24), "set --n_layer=24"),
+    (lambda d: d.update(train_batch_size=512), "--config sets train_batch_size 512 but "
+                                               "--global_batch_size=16 was given; drop the flag"),
+    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"].update(
+        {"perplexity": {"difficulty_type": "value", "min_difficulty": 1, "max_difficulty": 2,
+                        "schedule_type": "fixed_linear",
+                        "schedule_config": {"total_curriculum_step": 2, "difficulty_step": 1}}}),
+     "unknown curriculum metric 'perplexity'"),
+    (lambda d: d["data_efficiency"].update(surprise=1), "unknown key 'surprise'"),
+    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].pop("random_ltd_schedule"),
+     "random_ltd is missing random_ltd_schedule"),
+    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"].update(curriculum_metrics=[1, 2]),
+     "curriculum_metrics in curriculum_learning must be an object"),
+    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]["vocabularyrarity"]
+        .update(min_difficulty="1"), 'min_difficulty in vocabularyrarity must be a number, got "1"'),
+    (lambda d: d.update(data_efficiency="yes"), 'data_efficiency in the top level must be an object'),
+    (lambda d: d["data_efficiency"].update(enabled="true"), "enabled in data_efficiency must be true or false"),
     (lambda d: d["data_efficiency"]["data_routing"].update(random_ltd={"enabled": True}),
      "random_ltd is missing random_ltd_schedule; add it"),
     (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"].pop("curriculum_metrics"),
@@ -304,12 +292,13 @@ def test_a_flag_that_disagrees_with_the_config_is_one_line(tmp_path, flags, want
     (lambda d: d.update(gradient_accumulation_steps=4), "--config has gradient_accumulation_steps 4 "
                                                         "but this run accumulates 1"),
 ])
-def test_an_enabled_section_runs_or_stops_with_one_line(tmp_path, edit, want):
+def test_deepspeed_config_mistakes_are_one_line_errors(tmp_path, edit, want):
     """random_ltd enabled without its schedule trained dense and exited 0 (an empty dict is falsy)."""
     ds = ds_example()
     edit(ds)
     with pytest.raises(ValueError, match=re.escape(want)) as e:
-        data_efficiency(parse_args([f"--config={write(tmp_path, ds)}"]), 16, [], accum=1)
+        cfg = parse_args([f"--config={write(tmp_path, ds)}", "--n_layer=4", "--global_batch_size=16"])
+        data_efficiency(cfg, 16, [], accum=1)
     assert "\n" not in str(e.value)
 
 
