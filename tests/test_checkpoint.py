@@ -62,25 +62,20 @@ def test_atomic_write_temporaries_are_unique_and_cleaned(tmp_path):
     assert os.listdir(tmp_path) == ["a"] and oct(os.stat(tmp_path / "a").st_mode & 0o777) != "0o600"
 
 
-def test_lock_refuses_a_second_trainer(tmp_path):
+def test_one_trainer_per_run_directory_and_no_checkpoint_replaced_unasked(tmp_path):
     cfg = parse_args([f"--out_dir={tmp_path}"])
     with checkpoint.run_dir(cfg):
         with pytest.raises(ValueError, match="another trainer is running"):
             with checkpoint.run_dir(cfg):
                 pass
-    with checkpoint.run_dir(cfg):  # free again once the first one is gone
-        pass
-
-
-def test_refuses_to_replace_a_checkpoint_without_resume_or_overwrite(tmp_path):
     (tmp_path / "ckpt.pt").write_bytes(b"old")
     with pytest.raises(ValueError,
                        match="continue it with --resume, pick another --out_dir, or replace it with --overwrite"):
-        with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path}"])):
+        with checkpoint.run_dir(cfg):
             pass
     assert os.listdir(tmp_path) == ["ckpt.pt"]  # the refusal took its lock away
-    for flag in ("--resume", "--overwrite", "--save_checkpoint=false"):
-        with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path / flag[2:]}", flag])):
+    for flag in ("--resume", "--overwrite", "--save_checkpoint=false"):  # and the first trainer's is gone
+        with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path}", flag])):
             pass
 
 

@@ -1,7 +1,6 @@
 """launch.py and train.py's CUDA-only lines on this CPU: the device of each process, a faked GPU (tests/fake_cuda.py)
 under python and torchrun, resume across devices, two nodes, errors on one rank, SIGTERM and SIGINT."""
 
-import json
 import os
 import re
 import signal

@@ -19,6 +19,10 @@ def cl(lo, hi, kind, **sc):
     return {"min_difficulty": lo, "max_difficulty": hi, "schedule_type": kind, "schedule_config": sc}
 
 
+def ltd(lo, hi, **sc):
+    return {"min_value": lo, "max_value": hi, "schedule_config": sc}
+
+
 @pytest.mark.parametrize("config, steps, values", [
     # min 80, max 2048, T 110000, step 8 (the paper's seqlen_truncate):
     # t=0: floor(80) = 80; t=55000: floor(0.5 * 1968 + 80) = 1064 -> 1064 - 1064 % 8 = 1064;
@@ -64,10 +68,13 @@ def test_custom_function_and_purity():
 def test_random_ltd_mslg_worked_example():
     """min 128, max 2048, require 200000, seq_per_step 16 (the paper's GPT recipe):
     t=100000: floor(0.5 * 1920 + 128) = 1088 (a multiple of 16); t=1000: floor(137.6) = 137 -> 128.
+    min 12, seq_per_step 8: floor(12) = 12 -> 8 at t = 0, accepted where a config enters.
     """
     s = RandomLTDScheduler({"min_value": 128, "max_value": 2048, "schedule_type": "fixed_linear",
                             "schedule_config": {"require_steps": 200000, "seq_per_step": 16}})
     assert [s.get_value(t) for t in (0, 1000, 100000, 200000, 300000)] == [128, 128, 1088, 2048, 2048]
+    check_ltd(ltd(12, 32, require_steps=5, seq_per_step=8))
+    assert RandomLTDScheduler(ltd(12, 32, require_steps=5, seq_per_step=8)).get_value(0) == 8
 
 
 def test_equals_deepspeed_values():
@@ -109,6 +116,11 @@ def check_ltd(schedule, block_size=32):
 
 
 @pytest.mark.parametrize("config_, want", [
+    (ltd(64, 32, require_steps=5, seq_per_step=8), "min_value 64..max_value 32 must lie in 1..block_size 32"),
+    (ltd(8, 32, require_steps=5), "missing seq_per_step"),
+    (ltd(4, 32, require_steps=5, seq_per_step=8), "min_value 4 < seq_per_step 8 gives a kept length of 0"),
+    (ltd(8, 64, require_steps=5, seq_per_step=8), "max_value 64 must lie in 1..block_size 32; fix them or set "
+                                                  "--block_size=64"),
     (cl(1, 10, "cosine", total_curriculum_step=5, difficulty_step=1), "schedule_type 'cosine' unknown"),
     (cl(10, 1, "fixed_linear", total_curriculum_step=5, difficulty_step=1), "min_difficulty 10 > max_difficulty 1"),
     (cl(1, 10, "fixed_discrete", difficulty=[1, 5, 10], max_step=[3]), "len(max_step) == len(difficulty) - 1"),
@@ -120,24 +132,10 @@ def check_ltd(schedule, block_size=32):
     (cl(1, 10, "custom", pacing="zigzag", total_curriculum_step=5, difficulty_step=1),
      f"custom pacing 'zigzag' unknown; known: {', '.join(scheduler.PACING)} (add yours to scheduler.PACING)"),
 ])
-def test_bad_curriculum_config_is_one_line_at_the_boundary(config_, want):
+def test_bad_schedule_config_is_one_line_at_the_boundary(config_, want):
     with pytest.raises(ValueError) as e:
-        check_entry(config_)
+        (check_ltd if "min_value" in config_ else check_entry)(config_)
     assert want in str(e.value) and "\n" not in str(e.value)
-
-
-def test_bad_random_ltd_config_is_one_line_at_the_boundary():
-    with pytest.raises(ValueError, match="min_value 64..max_value 32 must lie in 1..block_size 32"):
-        check_ltd({"min_value": 64, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
-    with pytest.raises(ValueError, match="missing seq_per_step"):
-        check_ltd({"min_value": 8, "max_value": 32, "schedule_config": {"require_steps": 5}})
-    with pytest.raises(ValueError, match="min_value 4 < seq_per_step 8 gives a kept length of 0"):
-        check_ltd({"min_value": 4, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
-    with pytest.raises(ValueError, match="max_value 64 must lie in 1..block_size 32; fix them or set --block_size=64"):
-        check_ltd({"min_value": 8, "max_value": 64, "schedule_config": {"require_steps": 5, "seq_per_step": 8}})
-    good = {"min_value": 12, "max_value": 32, "schedule_config": {"require_steps": 5, "seq_per_step": 8}}
-    check_ltd(good)
-    assert RandomLTDScheduler(good).get_value(0) == 8
 
 
 def test_a_cyclic_custom_pacing_holds_at_max_from_its_first_peak(monkeypatch):

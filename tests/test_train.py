@@ -128,8 +128,7 @@ def test_resume_without_flags_is_bit_exact(corpus, tmp_path, extra):
     assert first["losses"] + second["losses"] == straight["losses"]  # bit for bit
     assert second["val_loss"] == straight["val_loss"]
     assert second["effective_tokens"] == straight["effective_tokens"] and second["start_iter"] == 3
-    for p, q in zip(straight["model"].parameters(), second["model"].parameters()):
-        assert torch.equal(p, q)
+    assert all(map(torch.equal, straight["model"].parameters(), second["model"].parameters()))
 
 
 # -----------------------------------------------------------------------------
@@ -403,9 +402,6 @@ def test_resume_refuses_another_corpus_before_its_index_and_changed_settings(cor
     assert ("would change --learning_rate 0.003 -> 0.001, --ltd_require_steps 6 -> 9; drop those flags "
             "to go on with the checkpoint's settings, or start a new --out_dir") in line
     assert "--lr_decay_iters 4 -> 5" in main_error(capsys, *argv, "--resume", "--lr_decay_iters=5")
-    # a longer budget: allowed, said
-    out = main_out(capsys, *argv, "--resume", "--max_iters=4")
-    assert "resuming with max_iters 2 -> 4: only the stop moves" in out
 
 
 def test_resume_with_no_flags_and_extend_a_curriculum_ltd_run(corpus, tmp_path, capsys):
@@ -447,18 +443,19 @@ def test_a_nanogpt_corpus_is_hashed_once_per_run_and_a_changed_one_refused(corpu
     assert "holds another corpus than the one" in main_error(capsys, *argv, "--max_iters=8", "--resume")
 
 
-@pytest.mark.parametrize("extra, want", [
-    (["--data_dir=TMP/missing"], "--data_dir=TMP/missing does not exist; prepare your text with python data.py"),
+@pytest.mark.parametrize("extra, want", [  # the problem and the fix
+    (["--data_dir=TMP/missing"], "TMP/missing does not exist; prepare your text with python data.py"),
     (["--global_batch_size=6"], "global_batch_size 6 is not divisible by batch_size * world_size = 4 * 1; "
                                 "change --global_batch_size or --batch_size"),
     (["--block_size=100000"], "fewer than block_size+1 = 100001; use a smaller --block_size or more text"),
     (["--data_dir=TMP/odd", "--vocab_size=300"], "TMP/odd/val.bin is 3 bytes, an odd length: not a uint16 "
-                                                 "token file; prepare it again (python data.py)"),
-    (["--random_ltd", "--ltd_min=99"], "min_value 99..max_value 16 must lie in 1..block_size 16"),
+                                                 "token file; prepare it again"),
+    (["--random_ltd", "--ltd_min=99"], "min_value 99..max_value 16 must lie in 1..block_size 16; fix them"),
     (["--n_layer=2", *LTD], "(got none); use --n_layer=3 or more, or list them with --ltd_layers"),
-    ([*CL, "--dtype=float16"], "error: --dtype=float16 is for CUDA (on CPU it is emulated"),
-    (["--data_dir=TMP/wide", "--vocab_size=500"], "TMP/wide/train.bin holds token id 999, not below "
-                                                  "vocab_size 500; pass the tokenizer's vocabulary size"),
+    ([*CL, "--dtype=float16"], "--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); use "
+                               "float32 or bfloat16"),
+    (["--data_dir=TMP/wide", "--vocab_size=500"], "TMP/wide/train.bin holds token id 999, not below vocab_size "
+                                                  "500; pass the tokenizer's vocabulary size"),
 ])
 def test_bad_input_is_one_line_and_leaves_nothing_behind(corpus, tmp_path, capsys, extra, want):
     """Each bad input is one line naming the fix; neither the out_dir it named (it held .lock) nor
