@@ -310,11 +310,10 @@ def test_seqlen_reshape_clock(corpus, tmp_path, record_forward):
     assert out["raw_tokens"] == 2 * 64 + 3 * 48 + 3 * 64
 
 
-def test_ltd_layers_reach_model_and_clock(corpus, tmp_path):
-    """--ltd_layers and random_ltd_layer_id choose the dropping layers of the model and the clock."""
-    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=2", "--save_checkpoint=false", *LTD, "--ltd_layers=2"))
-    assert out["model"].ltd_layers == {2}
-    assert out["effective_tokens"] == 2 * 4 * (16 * 3 + 4 * 1) / 4  # one dropping layer of four, r = 4
+@pytest.mark.parametrize("how, r", [("flag", 4), ("config", 8)])
+def test_ltd_layers_reach_model_and_clock(corpus, tmp_path, how, r):
+    """--ltd_layers, and DeepSpeed's random_ltd_layer_id (its min_value 8), choose the dropping
+    layers of the model and the clock: one of four, layer 2."""
     ds = json.load(open(os.path.join(ROOT, "examples", "ds_config_cl_ltd.json")))
     del ds["data_efficiency"]["data_sampling"]
     ltd = ds["data_efficiency"]["data_routing"]["random_ltd"]
@@ -322,10 +321,10 @@ def test_ltd_layers_reach_model_and_clock(corpus, tmp_path):
     ltd["random_ltd_schedule"].update(min_value=8, max_value=16)
     ds["train_batch_size"] = ds["train_micro_batch_size_per_gpu"] = 4
     (tmp_path / "ds.json").write_text(json.dumps(ds))
-    out = train.train(cfg_for(corpus, tmp_path / "ds", "--max_iters=2", "--save_checkpoint=false",
-                              f"--config={tmp_path / 'ds.json'}"))
+    flags = [*LTD, "--ltd_layers=2"] if how == "flag" else [f"--config={tmp_path / 'ds.json'}"]
+    out = train.train(cfg_for(corpus, tmp_path / "o", "--max_iters=2", "--save_checkpoint=false", *flags))
     assert out["model"].ltd_layers == {2}
-    assert out["effective_tokens"] == 2 * 4 * (16 * 3 + 8 * 1) / 4
+    assert out["effective_tokens"] == 2 * 4 * (16 * 3 + r * 1) / 4  # layers 0, 1, 3 dense; 2 keeps r
 
 
 def test_val_loss_does_not_depend_on_batch_size(corpus, tmp_path):
