@@ -29,7 +29,8 @@ def test_a_damaged_or_missing_checkpoint_is_one_clear_error(tmp_path, damage):
     blob, k = open(path, "rb").read(), os.path.getsize(path) // 2
     os.remove(path)
     damaged = {"truncate": blob[:k], "empty": b"", "foreign": b"PK\x03\x04 this is some other file",
-               "flip": blob[:k] + bytes([blob[k] ^ 0x10]) + blob[k + 1:]}  # in the tensor data: torch.load takes it
+               # flip: one bit in the tensor data, which torch.load alone accepts
+               "flip": blob[:k] + bytes([blob[k] ^ 0x10]) + blob[k + 1:]}
     if damage != "missing":
         open(path, "wb").write(damaged[damage])
     with pytest.raises(ValueError, match="no checkpoint at" if damage == "missing" else "damaged or not a checkpoint"):
@@ -74,7 +75,8 @@ def test_one_trainer_per_run_directory_and_no_checkpoint_replaced_unasked(tmp_pa
         with checkpoint.run_dir(cfg):
             pass
     assert os.listdir(tmp_path) == ["ckpt.pt"]  # the refusal took its lock away
-    for flag in ("--resume", "--overwrite", "--save_checkpoint=false"):  # and the first trainer's is gone
+    # and the first trainer's is gone
+    for flag in ("--resume", "--overwrite", "--save_checkpoint=false"):
         with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path}", flag])):
             pass
 

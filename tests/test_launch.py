@@ -133,7 +133,8 @@ def test_every_run_the_experiments_build_starts_on_one_gpu(corpus, domain_corpus
 
 
 # -----------------------------------------------------------------------------
-# torchrun: a faked GPU per rank, two nodes, an error on one rank, signals (tests/test_train.py's RECORDER)
+# torchrun: a faked GPU per rank, two nodes, an error on one rank, signals (the processes run
+# tests/test_train.py's RECORDER)
 
 
 def torchrun(*args, **kw):
@@ -190,7 +191,8 @@ def test_one_rank_per_machine_hashes_a_nanogpt_corpus_and_the_others_wait(corpus
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fail_rank, extra, want", [
-    ("1", [], "error: rank 1: no train.bin in CORPUS; copy it here"),  # the error of one rank, with its rank
+    # the error of one rank, with its rank
+    ("1", [], "error: rank 1: no train.bin in CORPUS; copy it here"),
     (None, ["--global_batch_size=6"], "global_batch_size 6 is not divisible"),  # every rank's
 ])
 def test_an_error_under_torchrun_prints_once(corpus, tmp_path, fail_rank, extra, want):

@@ -68,7 +68,8 @@ def reference_logits(model, idx, ltd_idx):
 def test_keep_all_equals_dense_logits_and_gradients_exactly_and_dropping_changes_them():
     b, dense, ltd = batch(), tiny(), tiny()
     l1, loss1, g1 = step(dense, dense, b)
-    l2, loss2, g2 = step(ltd, ltd, b, torch.arange(16).expand(2, 3, 16))  # layers 1, 2 keep all 16 tokens
+    # layers 1, 2 keep all 16 tokens
+    l2, loss2, g2 = step(ltd, ltd, b, torch.arange(16).expand(2, 3, 16))
     assert torch.equal(l1, l2) and torch.equal(loss1, loss2) and all(map(torch.equal, g1, g2))
     l3, _ = keep(ltd, b[:, :-1], r=8, seed=5)
     assert not torch.allclose(l1, l3)
@@ -88,7 +89,8 @@ def test_one_step_draw_has_a_row_per_layer():
 
 def test_flat_rows_worked_example():
     """The rows of x.view(B * T, C) that gather_tokens reads and scatter_tokens writes."""
-    assert flat_rows(torch.tensor([[0, 2, 5], [1, 3, 4]]), 6).tolist() == [0, 2, 5, 7, 9, 10]  # b * T + idx[b, j]
+    # b * T + idx[b, j]
+    assert flat_rows(torch.tensor([[0, 2, 5], [1, 3, 4]]), 6).tolist() == [0, 2, 5, 7, 9, 10]
 
 
 def test_no_future_leakage_with_dropping():

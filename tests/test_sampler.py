@@ -64,7 +64,8 @@ def test_admitted_prefix_worked_example_and_deepspeeds_whole_units_of_n_over_max
 def test_dense_is_a_permutation_per_pass_from_its_own_generator():
     np.random.seed(0)  # the global RNG plays no part
     s = CurriculumSampler(Windows(), 20, seed=3)
-    passes = [np.concatenate([s.global_ids(10 * p + t) for t in range(10)]) for p in range(3)]  # 10 batches each
+    # three passes of 10 batches
+    passes = [np.concatenate([s.global_ids(10 * p + t) for t in range(10)]) for p in range(3)]
     assert all(sorted(ids.tolist()) == list(range(N)) for ids in passes)
     np.random.seed(123)
     assert np.array_equal(CurriculumSampler(Windows(), 20, seed=3).global_ids(0), passes[0][:20])
@@ -87,7 +88,8 @@ def test_pool_growth_joins_the_current_pass_spread_uniformly():
     for seed in range(300):
         s, _, index = make(fn=lambda u: 50 if u <= 3 else 100, seed=seed, G=20, metric_seed=5)
         first = np.concatenate([s.global_ids(t) for t in range(3)])
-        rest = np.concatenate([s.global_ids(t) for t in range(3, 10)])  # 140 more: everything not yet drawn
+        # 140 more: everything not yet drawn
+        rest = np.concatenate([s.global_ids(t) for t in range(3, 10)])
         new_frac.append(np.isin(rest[:20], index["index_to_sample"][100:]).mean())
         assert len(set(first.tolist())) == 60 and sorted(np.concatenate([first, rest]).tolist()) == list(range(N))
     assert abs(np.mean(new_frac) - 100 / 140) < 0.03

@@ -30,20 +30,23 @@ def ltd(lo, hi, **sc):
     (cl(80, 2048, "fixed_linear", total_curriculum_step=110000, difficulty_step=8),
      (0, 1000, 55000, 110000, 200000), [80, 96, 1064, 2048, 2048]),
     # min 1, max 100, T 110000, root 2, step 1 (the paper's vocabulary-rarity percentile):
-    # t=27500: floor(sqrt(0.25) * 99 + 1) = floor(50.5) = 50; t=1100: floor(0.1 * 99 + 1) = floor(10.9) = 10.
+    # t=27500: floor(sqrt(0.25) * 99 + 1) = floor(50.5) = 50; t=1100: floor(0.1 * 99 + 1) =
+    # floor(10.9) = 10.
     (cl(1, 100, "fixed_root", total_curriculum_step=110000, difficulty_step=1, root_degree=2),
      (0, 1100, 27500, 110000, 10**6), [1, 10, 50, 100, 100]),
-    # never below min: min 5, step 4: t=0 gives floor(5) = 5 -> 5 - 5 % 4 = 4 < min, clamped up to ceil(5/4)*4 = 8
+    # never below min: min 5, step 4: t=0 gives floor(5) = 5 -> 5 - 5 % 4 = 4 < min, clamped up to
+    # ceil(5/4)*4 = 8
     (cl(5, 21, "fixed_linear", total_curriculum_step=16, difficulty_step=4), (0, 4, 8, 12, 16), [8, 8, 12, 16, 20]),
     # difficulty [8, 16, 32], max_step [10, 20]: t <= 10 -> 8, 10 < t <= 20 -> 16, later 32
     (cl(8, 32, "fixed_discrete", difficulty=[8, 16, 32], max_step=[10, 20]),
      (0, 10, 11, 20, 21, 10**6), [8, 8, 16, 16, 32, 32]),
-    # schedule_type custom with schedule_config pacing: a PACING function by name (a JSON config can name it; a
-    # callable cannot come from one). smoothstep, 1..101 over 100 steps: t=25 -> 16, t=50 -> 51
+    # schedule_type custom with schedule_config pacing: a PACING function by name (a JSON config can
+    # name it; a callable cannot come from one). smoothstep, 1..101 over 100 steps: t=25 -> 16,
+    # t=50 -> 51
     (cl(1, 101, "custom", pacing="smoothstep", total_curriculum_step=100, difficulty_step=1),
      (0, 25, 50, 100, 200), [1, 16, 51, 101, 101]),
-    # the search for the step at max starts at t = 1: [100, 50] with max_step [1], max 100 is at max on step 1,
-    # so every later step holds 100 (the schedule alone falls to 50 from t = 2)
+    # the search for the step at max starts at t = 1: [100, 50] with max_step [1], max 100 is at max
+    # on step 1, so every later step holds 100 (the schedule alone falls to 50 from t = 2)
     (cl(10, 100, "fixed_discrete", difficulty=[100, 50], max_step=[1]), (1, 2, 3), [100, 100, 100]),
 ])
 def test_curriculum_worked_examples(config, steps, values):

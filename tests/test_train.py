@@ -144,7 +144,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 rec = {{"seen": [], "kept": [], "seeds": [], "no_sync": [], "scans": [], "calls": []}}
 out_file = os.path.join({out!r}, "rank%s.json" % os.environ.get("RANK", "0"))
 open(out_file + ".pid", "w").write(str(os.getpid()))
-def spy(owner, name, record):  # owner.name as before, record(its arguments, its result) after each call
+# owner.name as before, record(its arguments, its result) after each call
+def spy(owner, name, record):
     real = getattr(owner, name)
     def call(*a, **k):
         out = real(*a, **k)
@@ -206,7 +207,8 @@ def test_torchrun_two_ranks_with_accumulation_match_one_rank(corpus, tmp_path):
     ranks, stdout = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
     assert "8 rows/step = 2 x 2 accum x 2 ranks" in stdout
     one = train.train(train.parse_args(args + [f"--out_dir={tmp_path / 'one'}"]))
-    assert len(ranks[0]["no_sync"]) == len(ranks[1]["no_sync"]) == 4  # all-reduce skipped on the first of 2 micro-steps, 4 steps
+    # all-reduce skipped on the first of 2 micro-steps, 4 steps
+    assert len(ranks[0]["no_sync"]) == len(ranks[1]["no_sync"]) == 4
     assert ranks[0]["losses"] == ranks[1]["losses"]  # logged losses are averaged over ranks
     np.testing.assert_allclose(ranks[0]["losses"], one["losses"], rtol=1e-5)
     assert abs(ranks[0]["val_loss"] - one["val_loss"]) < 1e-5
@@ -264,7 +266,8 @@ def test_a_warmup_longer_than_the_budget_is_said(corpus, tmp_path, capsys):
             "run's budget (192): its last steps stay above min_lr") in out
     out = main_out(capsys, *argv_for(corpus, tmp_path / "b", "--max_iters=3"))
     assert "does not end before this run's budget" not in out
-    assert re.search(r"^iter 3: loss \d\.\d{4}, lr \d\.\d\de-\d\d, \d+\.\dms$", out, re.M)  # nanoGPT's line
+    # nanoGPT's line
+    assert re.search(r"^iter 3: loss \d\.\d{4}, lr \d\.\d\de-\d\d, \d+\.\dms$", out, re.M)
     # a warmup equal to the budget: no decay either (no note before)
     out = main_out(capsys, *argv_for(corpus, tmp_path / "c", "--max_iters=3", "--warmup_iters=3"))
     assert ("note: the LR schedule (warmup to 192, decay to 192 effective tokens) does not end before this "
@@ -324,7 +327,8 @@ def test_ltd_layers_reach_model_and_clock(corpus, tmp_path, how, r):
     flags = [*LTD, "--ltd_layers=2"] if how == "flag" else [f"--config={tmp_path / 'ds.json'}"]
     out = train.train(cfg_for(corpus, tmp_path / "o", "--max_iters=2", "--save_checkpoint=false", *flags))
     assert out["model"].ltd_layers == {2}
-    assert out["effective_tokens"] == 2 * 4 * (16 * 3 + r * 1) / 4  # layers 0, 1, 3 dense; 2 keeps r
+    # layers 0, 1, 3 dense; 2 keeps r
+    assert out["effective_tokens"] == 2 * 4 * (16 * 3 + r * 1) / 4
 
 
 def test_val_loss_does_not_depend_on_batch_size(corpus, tmp_path):
@@ -601,7 +605,8 @@ def test_a_custom_pacing_trains_and_resumes_by_name_and_one_gone_is_one_line(cor
     # smoothstep 20..100 over 4 steps at DeepSpeed's t + 1 = 1..4: 32 -> 30, 60, 87 -> 80, 100
     assert "curriculum vocab_rarity (percentile): iter 1: 30, iter 2: 60, iter 3: 80, iter 4: 100" in out
     assert "done: 2 steps (iter 2 -> 4)" in out  # this process's steps, not 4
-    monkeypatch.delitem(scheduler.PACING, "smoothstep")  # the checkpoint names a pacing that is gone
+    # the checkpoint names a pacing that is gone
+    monkeypatch.delitem(scheduler.PACING, "smoothstep")
     line = main_error(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=5")
     assert line.endswith(f"custom pacing 'smoothstep' unknown; known: {', '.join(scheduler.PACING)} (add "
                          "yours to scheduler.PACING)")
@@ -612,7 +617,8 @@ def test_device_auto_without_a_gpu_says_so_for_a_gpu_sized_model(corpus, tmp_pat
     """The README's GPU command on a machine without one fell back to the CPU without a word."""
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     argv = TINY + [f"--data_dir={corpus}", "--max_iters=1", "--eval_samples=1", "--save_checkpoint=false"]
-    out = main_out(capsys, *argv, f"--out_dir={tmp_path / 'a'}", "--device=auto", "--n_embd=512")  # 12.6M
+    # 12.6M parameters
+    out = main_out(capsys, *argv, f"--out_dir={tmp_path / 'a'}", "--device=auto", "--n_embd=512")
     assert ("note: --device=auto found no GPU: this 13M-parameter model trains on the CPU, slowly "
             "(--device=cpu to mean it)") in out and "parameters on cpu (float32)" in out
     train.main(argv + [f"--out_dir={tmp_path / 'b'}", "--device=cpu", "--n_embd=512"])
