@@ -3,7 +3,8 @@
 sample_kept_indices (sorted, distinct, uniform over positions and pairs, r = T, the generator),
 gather_tokens and scatter_tokens (values, gradients, the round trip), GatherRows' backward (a plain
 loop's gradient) and layer_tokens (worked examples, DeepSpeed's LayerToken count) are checked by
-tests/test_exercises.py on this reference: exercises 9 to 13."""
+tests/test_exercises.py on this reference: exercises 9 to 13. layer_tokens' worked example:
+B=2, s=8, r=4, L=4, n=2 -> 2 * (8*2 + 4*2) = 48; dense 2*8*4 = 64; r above s counts as s."""
 
 import pytest
 import torch
