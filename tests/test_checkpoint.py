@@ -22,43 +22,30 @@ def test_round_trip_and_plain_torch_load(tmp_path):
     assert os.listdir(tmp_path) == ["ckpt.pt"]  # no temporary left behind
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "foreign"])
-def test_damaged_checkpoint_is_one_clear_error(tmp_path, damage):
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "foreign", "missing"])
+def test_a_damaged_or_missing_checkpoint_is_one_clear_error(tmp_path, damage):
     path = str(tmp_path / "ckpt.pt")
     checkpoint.save_checkpoint(path, {"model": {"w": torch.randn(100, 100)}, "state": {"iter_num": 3}})
-    blob = bytearray(open(path, "rb").read())
-    if damage == "truncate":
-        blob = blob[: len(blob) // 2]
-    elif damage == "flip":
-        blob[len(blob) // 2] ^= 0x10  # inside the tensor data: torch.load alone would accept it
-    elif damage == "empty":
-        blob = b""
-    else:
-        blob = b"PK\x03\x04 this is some other file"
-    open(path, "wb").write(bytes(blob))
-    with pytest.raises(ValueError, match="damaged or not a checkpoint"):
+    blob, k = open(path, "rb").read(), os.path.getsize(path) // 2
+    os.remove(path)
+    damaged = {"truncate": blob[:k], "empty": b"", "foreign": b"PK\x03\x04 this is some other file",
+               # flip: one bit in the tensor data, which torch.load alone accepts
+               "flip": blob[:k] + bytes([blob[k] ^ 0x10]) + blob[k + 1:]}
+    if damage != "missing":
+        open(path, "wb").write(damaged[damage])
+    with pytest.raises(ValueError, match="no checkpoint at" if damage == "missing" else "damaged or not a checkpoint"):
         checkpoint.load_checkpoint(path)
-
-
-def test_missing_checkpoint(tmp_path):
-    with pytest.raises(ValueError, match="no checkpoint at"):
-        checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"))
 
 
 def test_disk_full_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     path = str(tmp_path / "ckpt.pt")
     checkpoint.save_checkpoint(path, {"state": {"iter_num": 1}})
     before = open(path, "rb").read()
-    real = os.fsync
-
-    def full(fd):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(os, "fsync", full)
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
     with pytest.raises(ValueError,
                        match=r"could not write checkpoint .*No space left on device.*previous one is intact"):
         checkpoint.save_checkpoint(path, {"state": {"iter_num": 2}})
-    monkeypatch.setattr(os, "fsync", real)
+    monkeypatch.undo()
     assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["ckpt.pt"]
 
 
@@ -76,25 +63,21 @@ def test_atomic_write_temporaries_are_unique_and_cleaned(tmp_path):
     assert os.listdir(tmp_path) == ["a"] and oct(os.stat(tmp_path / "a").st_mode & 0o777) != "0o600"
 
 
-def test_lock_refuses_a_second_trainer(tmp_path):
+def test_one_trainer_per_run_directory_and_no_checkpoint_replaced_unasked(tmp_path):
     cfg = parse_args([f"--out_dir={tmp_path}"])
     with checkpoint.run_dir(cfg):
         with pytest.raises(ValueError, match="another trainer is running"):
             with checkpoint.run_dir(cfg):
                 pass
-    with checkpoint.run_dir(cfg):  # free again once the first one is gone
-        pass
-
-
-def test_refuses_to_replace_a_checkpoint_without_resume_or_overwrite(tmp_path):
     (tmp_path / "ckpt.pt").write_bytes(b"old")
     with pytest.raises(ValueError,
                        match="continue it with --resume, pick another --out_dir, or replace it with --overwrite"):
-        with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path}"])):
+        with checkpoint.run_dir(cfg):
             pass
     assert os.listdir(tmp_path) == ["ckpt.pt"]  # the refusal took its lock away
+    # and the first trainer's is gone
     for flag in ("--resume", "--overwrite", "--save_checkpoint=false"):
-        with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path / flag[2:]}", flag])):
+        with checkpoint.run_dir(parse_args([f"--out_dir={tmp_path}", flag])):
             pass
 
 

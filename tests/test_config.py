@@ -1,11 +1,9 @@
-"""config.py: the command line, value checks, schedule defaults from the budget, DeepSpeed config mapping."""
+"""train.py's settings (TrainConfig, parse_args) and services/ds_config.py: the command line, value checks, schedule
+defaults from the budget, the DeepSpeed config mapping."""
 
 import json
 import os
 import re
-import subprocess
-import sys
-import time
 from dataclasses import fields
 
 import pytest
@@ -18,7 +16,6 @@ from services.ds_config import data_efficiency
 from train import parse_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KNOWN = ("vocab_rarity", "num_docs")
 
 
 def ds_example():
@@ -59,7 +56,7 @@ def test_every_option_parses_as_the_type_it_declares():
     (["--eval_samples=0"], "--eval_samples=0 must be at least 1"),
     (["--n_head=3"], "--n_head=3 does not divide --n_embd=128"),
     (["--dtype=fp8"], "--dtype: invalid choice: 'fp8'"),
-    (["--device=tpu"], "--device=tpu unknown"),
+    (["--device=tpu"], "--device=tpu unknown; use auto, cpu, cuda or cuda:N"),
     (["--ltd_layers=a,b"], "--ltd_layers=a,b must be comma-separated integers"),
     (["--max_iters=0", "--max_tokens=0"], "would train without end"),
     (["--seqlen=shrink"], "--seqlen: invalid choice: 'shrink'"),
@@ -69,11 +66,24 @@ def test_every_option_parses_as_the_type_it_declares():
     (["--cl_metric=vocab_rarity", "--cl_schedule=custom"], "--cl_schedule=custom needs --cl_pacing=NAME, "
                                                            f"one of {', '.join(scheduler.PACING)}"),
     (["--nope=1"], "unknown option: --nope=1; see train.py --help"),
-    (["--batch_size=abc"], "--batch_size: invalid int value: .abc."),
+    (["--batch_size=abc"], "--batch_size: invalid int value: 'abc'"),
+    # where the random-LTD layers and the config are read (ds_config.data_efficiency)
+    (["--random_ltd", "--n_layer=2"], "--n_layer=3 or more"),
+    # layer 5 of 4 layers: the fix was "3 or more"
+    (["--random_ltd", "--ltd_layers=5"], "(got [5]); use --n_layer=6 or more, or list them with --ltd_layers"),
+    (["--random_ltd", "--ltd_layers=-1"], "(got [-1]); list them with --ltd_layers"),
+    (["--random_ltd", "--ltd_layers=1,7"], "inside 0..3 (got [7])"),
+    (["--config=TMP/bad.json"], "is not a readable JSON file (Expecting property name"),
+    (["--config=TMP/list.json"], "must hold a JSON object"),
+    # where it is opened, before any work
+    (["--config=TMP"], "is not a readable JSON file ([Errno 21] Is a directory: 'TMP'); pass a DeepSpeed JSON"),
 ])
-def test_bad_values_are_one_line_errors(args, want):
-    with pytest.raises(ValueError, match=want.replace("+", r"\+").replace("(", r"\(")):
-        parse_args(args)
+def test_bad_values_are_one_line_errors(tmp_path, args, want):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=re.escape(want.replace("TMP", str(tmp_path)))) as e:
+        data_efficiency(parse_args([a.replace("TMP", str(tmp_path)) for a in args]), 16, [])
+    assert "\n" not in str(e.value)
 
 
 def test_schedule_lengths_follow_the_budget_in_its_unit():
@@ -92,21 +102,20 @@ def test_schedule_lengths_follow_the_budget_in_its_unit():
     assert data_efficiency(both, 16, [])[1].config["schedule_config"]["require_steps"] == 60
 
 
-def test_fixed_discrete_from_flags():
-    cfg = parse_args(["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete", "--cl_discrete_difficulty=10,50,100",
-                      "--cl_discrete_max_step=5,9"])
-    entry = data_efficiency(cfg, 16, [])[0]["vocab_rarity"]
-    assert entry["schedule_type"] == "fixed_discrete"
-    assert entry["schedule_config"] == {"difficulty": [10, 50, 100], "max_step": [5, 9]}
+@pytest.mark.parametrize("flags, kind, schedule_config", [
+    (["--cl_schedule=fixed_discrete", "--cl_discrete_difficulty=10,50,100", "--cl_discrete_max_step=5,9"],
+     "fixed_discrete", {"difficulty": [10, 50, 100], "max_step": [5, 9]}),
+    (["--cl_schedule=custom", "--cl_pacing=smoothstep", "--cl_total_step=50", "--cl_difficulty_step=5"],
+     "custom", {"pacing": "smoothstep", "total_curriculum_step": 50, "difficulty_step": 5}),
+])
+def test_a_schedule_from_flags(flags, kind, schedule_config):
+    """--cl_schedule=custom was an invalid choice; it names a pacing function by --cl_pacing."""
+    entry = data_efficiency(parse_args(["--cl_metric=vocab_rarity", *flags]), 16, [])[0]["vocab_rarity"]
+    assert (entry["schedule_type"], entry["schedule_config"]) == (kind, schedule_config)
 
 
-def test_custom_pacing_by_flag_and_by_json_name_a_pacing_function(tmp_path):
-    """--cl_schedule=custom was an invalid choice and a JSON schedule_type custom was "unknown"."""
-    cfg = parse_args(["--cl_metric=vocab_rarity", "--cl_schedule=custom", "--cl_pacing=smoothstep",
-                      "--cl_total_step=50", "--cl_difficulty_step=5"])
-    entry = data_efficiency(cfg, 16, [])[0]["vocab_rarity"]
-    assert entry["schedule_type"] == "custom"
-    assert entry["schedule_config"] == {"pacing": "smoothstep", "total_curriculum_step": 50, "difficulty_step": 5}
+def test_a_custom_schedule_in_json_names_a_pacing_function(tmp_path):
+    """A JSON schedule_type custom was "unknown"."""
     ds = ds_example()
     metrics = ds["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]
     name = next(n for n in metrics if not n.startswith("seqlen"))
@@ -120,14 +129,6 @@ def test_ltd_layers_checked_once_and_the_default_left_to_the_model():
     assert data_efficiency(parse_args(["--random_ltd", "--n_layer=6"]), 16, [])[1].layers == []
     cfg = parse_args(["--random_ltd", "--n_layer=6", "--ltd_layers=4,2"])
     assert data_efficiency(cfg, 16, [])[1].layers == [2, 4]  # sorted, once
-    with pytest.raises(ValueError, match="--n_layer=3 or more"):
-        data_efficiency(parse_args(["--random_ltd", "--n_layer=2"]), 16, [])
-    with pytest.raises(ValueError, match=r"\(got \[5\]\); use --n_layer=6 or more, or list them with --ltd_layers"):
-        data_efficiency(parse_args(["--random_ltd", "--ltd_layers=5"]), 16, [])  # 4 layers: was "3 or more"
-    with pytest.raises(ValueError, match=r"\(got \[-1\]\); list them with --ltd_layers$"):
-        data_efficiency(parse_args(["--random_ltd", "--ltd_layers=-1"]), 16, [])
-    with pytest.raises(ValueError, match=r"inside 0..3 \(got \[7\]\)"):
-        data_efficiency(parse_args(["--random_ltd", "--ltd_layers=1,7"]), 16, [])
 
 
 def write(tmp_path, ds):
@@ -137,9 +138,8 @@ def write(tmp_path, ds):
 
 
 def test_deepspeed_example_maps_to_our_settings(tmp_path):
-    notes = []
     cfg = parse_args([f"--config={write(tmp_path, ds_example())}"])
-    metrics, ltd = data_efficiency(cfg, 16, notes)
+    metrics, ltd = data_efficiency(cfg, 16, notes := [])
     assert set(metrics) == {"vocab_rarity", "seqlen_truncate"}
     assert notes == ["from --config: global_batch_size 16, batch_size 16",
                      "not applied here (they change training in DeepSpeed): data_efficiency.seed "
@@ -150,45 +150,6 @@ def test_deepspeed_example_maps_to_our_settings(tmp_path):
     assert ltd.layers == [1, 2] and ltd.config["min_value"] == 32
 
 
-@pytest.mark.parametrize("edit, want", [
-    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].update(total_layer_num=24), "set --n_layer=24"),
-    (lambda d: d.update(train_batch_size=512), "--config sets train_batch_size 512 but "
-                                               "--global_batch_size=16 was given; drop the flag"),
-    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"].update(
-        {"perplexity": {"difficulty_type": "value", "min_difficulty": 1, "max_difficulty": 2,
-                        "schedule_type": "fixed_linear",
-                        "schedule_config": {"total_curriculum_step": 2, "difficulty_step": 1}}}),
-     "unknown curriculum metric 'perplexity'"),
-    (lambda d: d["data_efficiency"].update(surprise=1), "unknown key 'surprise'"),
-    (lambda d: d["data_efficiency"]["data_routing"]["random_ltd"].pop("random_ltd_schedule"),
-     "random_ltd is missing random_ltd_schedule"),
-    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"].update(curriculum_metrics=[1, 2]),
-     "curriculum_metrics in curriculum_learning must be an object"),
-    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]["vocabularyrarity"]
-        .update(min_difficulty="1"), 'min_difficulty in vocabularyrarity must be a number, got "1"'),
-    (lambda d: d.update(data_efficiency="yes"), 'data_efficiency in the top level must be an object'),
-    (lambda d: d["data_efficiency"].update(enabled="true"), "enabled in data_efficiency must be true or false"),
-])
-def test_deepspeed_config_mistakes_are_one_line_errors(tmp_path, edit, want):
-    ds = ds_example()
-    edit(ds)
-    with pytest.raises(ValueError, match=want.replace("(", r"\(").replace("[", r"\[")) as e:
-        cfg = parse_args([f"--config={write(tmp_path, ds)}", "--n_layer=4", "--global_batch_size=16"])
-        data_efficiency(cfg, 16, [])
-    assert "\n" not in str(e.value)
-
-
-def test_config_file_not_json_or_not_an_object(tmp_path):
-    (tmp_path / "bad.json").write_text("{not json")
-    with pytest.raises(ValueError, match="is not a readable JSON file"):
-        data_efficiency(parse_args([f"--config={tmp_path / 'bad.json'}"]), 16, [])
-    (tmp_path / "list.json").write_text("[1, 2]")
-    with pytest.raises(ValueError, match="must hold a JSON object"):
-        data_efficiency(parse_args([f"--config={tmp_path / 'list.json'}"]), 16, [])
-    with pytest.raises(ValueError, match=r"is not a readable JSON file \(.*Is a directory.*\); pass a DeepSpeed JSON"):
-        data_efficiency(parse_args([f"--config={tmp_path}"]), 16, [])  # where it is opened, before any work
-
-
 MEGATRON = os.path.join(ROOT, "tests", "fixtures", "ds_config_megatron_gpt_1.3B_cl_ltd.json")
 
 
@@ -197,8 +158,7 @@ def test_megatron_deepspeeds_gpt_config_as_its_script_writes_it_is_read_unchange
     (CL voc + seqlen_truncate, random-LTD 128 -> 2048, 64 GPUs) fills its 2-metric template into
     this file: metric voc, fixed_root for the length, fp16 with its loss-scale keys, ZeRO, logging."""
     cfg = parse_args([f"--config={MEGATRON}", "--n_layer=24", "--block_size=2048"])
-    notes = []
-    metrics, ltd = data_efficiency(cfg, 512, notes)
+    metrics, ltd = data_efficiency(cfg, 512, notes := [])
     assert (cfg.dtype, cfg.global_batch_size, cfg.batch_size, cfg.grad_clip) == ("float16", 512, 8, 1.0)
     assert set(metrics) == {"vocab_rarity", "seqlen_truncate"}
     assert metrics["seqlen_truncate"]["schedule_config"] == {"total_curriculum_step": 110000,
@@ -215,16 +175,13 @@ def test_published_gpt3_recipe_config_maps_to_our_settings():
     path = os.path.join(ROOT, "tests", "fixtures", "ds_config_gpt3_1.3b_cl_ltd.json")
     cfg = parse_args([f"--config={path}", "--n_layer=24", "--global_batch_size=512", "--batch_size=8",
                       "--block_size=2048"])
-    notes = []
-    metrics, ltd = data_efficiency(cfg, 512, notes)
+    metrics, ltd = data_efficiency(cfg, 512, notes := [])
     assert set(metrics) == {"vocab_rarity", "seqlen_truncate"} and len(notes) == 3
     assert metrics["vocab_rarity"] == {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
                                        "schedule_type": "fixed_root",
                                        "schedule_config": {"total_curriculum_step": 110000, "difficulty_step": 1,
                                                            "root_degree": 2}}
     assert ltd.layers == list(range(1, 23)) and ltd.config["min_value"] == 128
-    with pytest.raises(ValueError, match="set --n_layer=24"):
-        data_efficiency(parse_args([f"--config={path}", "--global_batch_size=512", "--batch_size=8"]), 512, [])
 
 
 def real_deepspeed_config():
@@ -242,10 +199,12 @@ def real_deepspeed_config():
     return ds
 
 
-def test_a_real_deepspeed_config_sets_our_flags_and_names_the_rest(tmp_path):
+def test_a_real_deepspeed_config_sets_our_flags_and_names_the_rest_and_an_explicit_dtype_wins(tmp_path):
     """optimizer, scheduler, clipping and precision become flags (LR 2e-3, clipping 1.0 and float32
     were kept before); every documented top-level key is accepted; what changes training in
-    DeepSpeed but not here is named in one note."""
+    DeepSpeed but not here is named in one note. --dtype=float32 with a config that enables bf16
+    was refused as a conflict (the user had to edit the JSON to try a GPU recipe on a CPU): it wins,
+    with a note."""
     path = write(tmp_path, real_deepspeed_config())
     cfg = parse_args([f"--config={path}"])
     assert (cfg.learning_rate, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay) == \
@@ -253,8 +212,8 @@ def test_a_real_deepspeed_config_sets_our_flags_and_names_the_rest(tmp_path):
     assert (cfg.grad_clip, cfg.dtype, cfg.warmup_iters, cfg.lr_decay_iters) == \
         (0.5, "bfloat16", 30, 900)
     assert cfg.min_lr == pytest.approx(6e-5) and (cfg.batch_size, cfg.global_batch_size) == (16, 16)
-    notes = []
-    data_efficiency(cfg, 16, notes)
+    assert ds_config.precision_key(cfg) == "bf16.enabled"
+    data_efficiency(cfg, 16, notes := [])
     assert notes[0] == ("from --config: global_batch_size 16, batch_size 16, grad_clip 0.5, dtype "
                         "bfloat16, learning_rate 0.0006, eps 1e-06, weight_decay 0.01, beta1 0.9, "
                         "beta2 0.95, warmup_iters 30, lr_decay_iters 900, min_lr 6e-05")
@@ -262,18 +221,10 @@ def test_a_real_deepspeed_config_sets_our_flags_and_names_the_rest(tmp_path):
     assert notes[2] == ("not applied here (they change training in DeepSpeed): communication_data_type;"
                         " progressive_layer_drop; optimizer.params.amsgrad; data_efficiency.seed "
                         "(--seed seeds the sampler)")
-
-
-def test_an_explicit_dtype_wins_over_the_configs_precision_with_a_note(tmp_path):
-    """--dtype=float32 with a config that enables bf16 was refused as a conflict: the user had to
-    edit the JSON to try a GPU recipe on a CPU."""
-    cfg = parse_args([f"--config={write(tmp_path, real_deepspeed_config())}", "--dtype=float32"])
-    notes = []
-    data_efficiency(cfg, 16, notes)
+    cfg = parse_args([f"--config={path}", "--dtype=float32"])
+    data_efficiency(cfg, 16, notes := [])
     assert cfg.dtype == "float32" and notes[0] == "--dtype=float32 wins over --config's bf16.enabled"
     assert "dtype" not in notes[1] and ds_config.precision_key(cfg) == ""
-    assert ds_config.precision_key(parse_args([f"--config={write(tmp_path, real_deepspeed_config())}"])) == \
-        "bf16.enabled"
 
 
 @pytest.mark.parametrize("flags, want", [
@@ -288,35 +239,58 @@ def test_a_flag_that_disagrees_with_the_config_is_one_line(tmp_path, flags, want
     assert parse_args([f"--config={path}", "--learning_rate=6e-4"]).learning_rate == 6e-4  # agrees
 
 
+def de(ds, *keys):
+    """ds's data_efficiency section, or the one at keys below it."""
+    for k in ("data_efficiency", *keys):
+        ds = ds[k]
+    return ds
+
+
+RL, CL, CM = ("data_routing", "random_ltd"), ("data_sampling", "curriculum_learning"), \
+    ("data_sampling", "curriculum_learning", "curriculum_metrics")
+
+
 @pytest.mark.parametrize("edit, want", [
-    (lambda d: d["data_efficiency"]["data_routing"].update(random_ltd={"enabled": True}),
+    (lambda d: de(d, *RL).update(total_layer_num=24), "set --n_layer=24"),
+    (lambda d: d.update(train_batch_size=512), "--config sets train_batch_size 512 but "
+                                               "--global_batch_size=16 was given; drop the flag"),
+    (lambda d: de(d, *CM).update(perplexity=de(d, *CM)["vocabularyrarity"]),
+     "unknown curriculum metric 'perplexity'"),
+    (lambda d: de(d).update(surprise=1), "unknown key 'surprise'"),
+    (lambda d: de(d, *RL).pop("random_ltd_schedule"), "random_ltd is missing random_ltd_schedule"),
+    (lambda d: de(d, *CL).update(curriculum_metrics=[1, 2]), "curriculum_metrics in curriculum_learning must be "
+                                                             "an object"),
+    (lambda d: de(d, *CM, "vocabularyrarity").update(min_difficulty="1"),
+     'min_difficulty in vocabularyrarity must be a number, got "1"'),
+    (lambda d: d.update(data_efficiency="yes"), 'data_efficiency in the top level must be an object'),
+    (lambda d: de(d).update(enabled="true"), "enabled in data_efficiency must be true or false"),
+    # enabled without its schedule, it trained dense and exited 0 (an empty dict is falsy)
+    (lambda d: de(d, "data_routing").update(random_ltd={"enabled": True}),
      "random_ltd is missing random_ltd_schedule; add it"),
-    (lambda d: d["data_efficiency"]["data_sampling"]["curriculum_learning"].pop("curriculum_metrics"),
-     "--config enables curriculum_learning but has no curriculum_metrics"),
-    (lambda d: d["data_efficiency"]["data_sampling"].update(dynamic_batching={"enabled": True}),
+    (lambda d: de(d, *CL).pop("curriculum_metrics"), "--config enables curriculum_learning but has no "
+                                                     "curriculum_metrics"),
+    (lambda d: de(d, "data_sampling").update(dynamic_batching={"enabled": True}),
      "enables data_sampling.dynamic_batching, which this project does not implement"),
     (lambda d: d.update(curriculum_learning={"enabled": True, "curriculum_type": "seqlen"}),
      "legacy top-level curriculum_learning; move it to data_efficiency.data_sampling"),
-    (lambda d: d.update(optimizer={"type": "Lamb", "params": {"lr": 1e-3}}),
-     "optimizer 'Lamb' is not AdamW"),
-    (lambda d: d.update(fp16={"enabled": True}, bf16={"enabled": True}),
-     "--config enables both fp16 and bf16; keep one"),
+    (lambda d: d.update(optimizer={"type": "Lamb", "params": {"lr": 1e-3}}), "optimizer 'Lamb' is not AdamW"),
+    (lambda d: d.update(fp16={"enabled": True}, bf16={"enabled": True}), "--config enables both fp16 and bf16; "
+                                                                         "keep one"),
     (lambda d: d.update(gradient_accumulation_steps=4), "--config has gradient_accumulation_steps 4 "
                                                         "but this run accumulates 1"),
 ])
-def test_an_enabled_section_runs_or_stops_with_one_line(tmp_path, edit, want):
-    """random_ltd enabled without its schedule trained dense and exited 0 (an empty dict is falsy)."""
+def test_deepspeed_config_mistakes_are_one_line_errors(tmp_path, edit, want):
     ds = ds_example()
     edit(ds)
     with pytest.raises(ValueError, match=re.escape(want)) as e:
-        data_efficiency(parse_args([f"--config={write(tmp_path, ds)}"]), 16, [], accum=1)
+        cfg = parse_args([f"--config={write(tmp_path, ds)}", "--n_layer=4", "--global_batch_size=16"])
+        data_efficiency(cfg, 16, [], accum=1)
     assert "\n" not in str(e.value)
 
 
 def test_a_disabled_data_efficiency_is_said():
     ds = ds_example()
     ds["data_efficiency"]["enabled"] = False
-    notes = []
-    assert ds_config.from_deepspeed(ds, parse_args([]), notes) == ({}, None)
+    assert ds_config.from_deepspeed(ds, parse_args([]), notes := []) == ({}, None)
     assert notes == ["data_efficiency.enabled is not true: its enabled sections are off, "
                      "as in DeepSpeed"]

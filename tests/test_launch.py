@@ -1,8 +1,8 @@
 """launch.py and train.py's CUDA-only lines on this CPU: the device of each process, a faked GPU (tests/fake_cuda.py)
 under python and torchrun, resume across devices, two nodes, errors on one rank, SIGTERM and SIGINT."""
 
-import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,14 +14,10 @@ import torch
 
 from support import checkpoint
 from support import launch
-from experiments import reproduce
-from experiments import autoscale as reproduce_autoscale
-import test_reproduce
-import test_reproduce_autoscale
 import train
 from fake_cuda import CUDA_STATE_BYTES, FakeCuda
 from test_data import nanogpt_copy
-from test_train import LTD, ROOT, TINY, cfg_for
+from test_train import LTD, ROOT, TINY, argv_for, cfg_for, ranks, recorder
 
 # -----------------------------------------------------------------------------
 # the device of each process: one function of --device, LOCAL_RANK, LOCAL_WORLD_SIZE and the visible GPUs
@@ -35,20 +31,18 @@ from test_train import LTD, ROOT, TINY, cfg_for
     ("auto", 8, 5, 8, "cuda:5"),  # torchrun --nproc_per_node=8: rank 5 of the node
     ("cuda", 8, 7, 8, "cuda:7"),
     ("cpu", 8, 3, 8, "cpu"),  # Gloo processes on a GPU machine
+    # refused, in one line
+    ("cuda", 0, 0, 1, "error: torch sees no CUDA device; use --device=cpu"),
+    ("auto", 2, 0, 4, "error: 4 ranks on this machine but 2 GPU(s); use torchrun --nproc_per_node=2"),
+    ("cuda:2", 2, 0, 1, "error: this machine has 2 GPU(s), cuda:0..cuda:1"),
+    ("cuda:1", 2, 0, 2, "error: would put 2 ranks on one GPU; use --device=cuda"),
 ])
 def test_resolve_device(device, n_gpu, local_rank, local_world, want):
-    assert launch.resolve_device(device, n_gpu, local_rank, local_world) == want
-
-
-@pytest.mark.parametrize("device, n_gpu, local_world, want", [
-    ("cuda", 0, 1, "torch sees no CUDA device; use --device=cpu"),
-    ("auto", 2, 4, "4 ranks on this machine but 2 GPU(s); use torchrun --nproc_per_node=2"),
-    ("cuda:2", 2, 1, "this machine has 2 GPU(s), cuda:0..cuda:1"),
-    ("cuda:1", 2, 2, "would put 2 ranks on one GPU; use --device=cuda"),
-])
-def test_resolve_device_refusals_are_one_line(device, n_gpu, local_world, want):
-    with pytest.raises(ValueError, match=want.replace("(", r"\(").replace(")", r"\)")):
-        launch.resolve_device(device, n_gpu, 0, local_world)
+    if want.startswith("error: "):
+        with pytest.raises(ValueError, match=re.escape(want[len("error: "):])):
+            launch.resolve_device(device, n_gpu, local_rank, local_world)
+    else:
+        assert launch.resolve_device(device, n_gpu, local_rank, local_world) == want
 
 
 @pytest.mark.parametrize("rank, local_rank, calls", [(0, 0, ["make", "barrier", "barrier"]),
@@ -61,11 +55,6 @@ def test_what_every_rank_needs_is_built_once_per_machine(monkeypatch, rank, loca
     monkeypatch.setattr(launch.dist, "barrier", lambda: seen.append("barrier"))
     launch.on_each_filesystem(lambda: seen.append("make"), rank, local_rank)
     assert seen == calls
-
-
-def test_a_bad_device_string_is_one_line():
-    with pytest.raises(ValueError, match="--device=gpu0 unknown; use auto, cpu, cuda or cuda:N"):
-        train.parse_args(["--device=gpu0"])
 
 
 # -----------------------------------------------------------------------------
@@ -120,6 +109,11 @@ def test_a_gpu_checkpoint_resumes_on_the_cpu_and_a_cpu_one_on_the_gpu(corpus, tm
 def test_every_run_the_experiments_build_starts_on_one_gpu(corpus, domain_corpus, tmp_path, monkeypatch):
     """Every train.py run that reproduce.py and reproduce_autoscale.py make goes through train.train: all of them,
     run on one faked GPU with the default device, start on cuda:0 (a new caller is covered as soon as it runs)."""
+    from experiments import autoscale as reproduce_autoscale
+    from experiments import reproduce
+    import test_reproduce
+    import test_reproduce_autoscale
+
     real, starts = train.train, []
 
     def on_one_gpu(cfg):
@@ -139,41 +133,8 @@ def test_every_run_the_experiments_build_starts_on_one_gpu(corpus, domain_corpus
 
 
 # -----------------------------------------------------------------------------
-# torchrun: a faked GPU per rank, two nodes, an error on one rank, signals
-
-SCRIPT = """
-import json, os, sys, time
-sys.path[:0] = [{root!r}, os.path.join({root!r}, "tests")]
-import sampler, train
-out_file = os.path.join({out!r}, "rank%s.json" % os.environ.get("RANK", "0"))
-open(out_file + ".pid", "w").write(str(os.getpid()))
-seen, real = [], sampler.CurriculumSampler.global_ids
-def global_ids(self):
-    ids, k = real(self), self.G // self.world_size
-    seen.append(ids[self.rank * k : (self.rank + 1) * k].tolist())
-    time.sleep({sleep})
-    return ids
-sampler.CurriculumSampler.global_ids = global_ids
-if {fail_rank!r} is not None and {fail_rank!r} == os.environ.get("RANK"):  # this rank's machine lacks the data
-    train.data.load_splits = lambda d, *a: (_ for _ in ()).throw(ValueError(f"no train.bin in {{d}}; copy it here"))
-calls = []
-try:
-    if {gpus}:
-        from fake_cuda import FakeCuda
-        with FakeCuda(n_gpu={gpus}, ddp_modules=[train]) as gpu:
-            train.main(sys.argv[1:])
-        calls = [list(c[:2]) for c in gpu.calls if c[0] in ("set_device", "init_process_group", "DDP")]
-    else:
-        train.main(sys.argv[1:])
-finally:
-    json.dump({{"seen": seen, "calls": calls}}, open(out_file, "w"))
-"""
-
-
-def launch_script(tmp_path, gpus=0, sleep=0.0, fail_rank=None):
-    path = tmp_path / "script.py"
-    path.write_text(SCRIPT.format(root=ROOT, out=str(tmp_path), gpus=gpus, sleep=sleep, fail_rank=fail_rank))
-    return str(path)
+# torchrun: a faked GPU per rank, two nodes, an error on one rank, signals (the processes run
+# tests/test_train.py's RECORDER)
 
 
 def torchrun(*args, **kw):
@@ -182,15 +143,11 @@ def torchrun(*args, **kw):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
 
 
-def ranks(tmp_path, n=2):
-    return [json.load(open(tmp_path / f"rank{r}.json")) for r in range(n)]
-
-
 @pytest.mark.slow
 def test_torchrun_on_two_faked_gpus(corpus, tmp_path):
     """Each rank takes cuda:LOCAL_RANK, NCCL, and DDP with device_ids=[its index]."""
-    p = torchrun("--standalone", "--nproc_per_node=2", launch_script(tmp_path, gpus=2), *TINY, "--device=auto",
-                 f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2", "--global_batch_size=8")
+    p = torchrun("--standalone", "--nproc_per_node=2", recorder(tmp_path, gpus=2),
+                 *argv_for(corpus, tmp_path, "--device=auto", "--max_iters=2", "--global_batch_size=8"))
     _, err = p.communicate(timeout=300)
     assert p.returncode == 0, err[-3000:]
     for r, rec in enumerate(ranks(tmp_path)):
@@ -207,7 +164,7 @@ def free_port():
 def test_two_nodes_train_disjoint_slices_and_only_rank_0_writes(corpus, tmp_path):
     """torchrun --nnodes=2 on localhost (two launchers, Gloo): each node's rank draws its half of every global batch,
     and only node 0 writes a checkpoint (node 1 is given another out_dir to show it writes nothing)."""
-    script, port = launch_script(tmp_path), free_port()
+    script, port = recorder(tmp_path), free_port()
     nodes = [torchrun("--nnodes=2", f"--node_rank={k}", "--nproc_per_node=1", "--master_addr=127.0.0.1",
                       f"--master_port={port}", script, *TINY, f"--data_dir={corpus}", "--max_iters=3",
                       "--eval_interval=3", "--global_batch_size=8", f"--out_dir={tmp_path / f'node{k}'}")
@@ -219,52 +176,32 @@ def test_two_nodes_train_disjoint_slices_and_only_rank_0_writes(corpus, tmp_path
     assert os.path.exists(tmp_path / "node0" / "ckpt.pt") and not os.path.exists(tmp_path / "node1" / "ckpt.pt")
 
 
-COUNT_HASHES = """
-import json, os, sys
-sys.path[:0] = [{root!r}]
-import data
-import train
-scans, real = [], data.scan_bins
-data.scan_bins = lambda *a, **k: scans.append(os.environ["RANK"]) or real(*a, **k)
-try:
-    train.main(sys.argv[1:])
-finally:
-    json.dump(scans, open(os.path.join({out!r}, "scans%s.json" % os.environ["RANK"]), "w"))
-"""
-
-
 @pytest.mark.slow
 def test_one_rank_per_machine_hashes_a_nanogpt_corpus_and_the_others_wait(corpus, tmp_path):
     """A nanoGPT directory (no meta.json) is read whole by rank 0 alone; rank 1 waits at the barrier, then finds
     the record (scan.json) and reads only that."""
     nano = nanogpt_copy(corpus, tmp_path / "nano")
-    script = tmp_path / "count.py"
-    script.write_text(COUNT_HASHES.format(root=ROOT, out=str(tmp_path)))
-    p = torchrun("--standalone", "--nproc_per_node=2", str(script), *TINY, f"--data_dir={nano}", "--vocab_size=257",
-                 f"--out_dir={tmp_path / 'out'}", "--max_iters=1", "--global_batch_size=8")
+    p = torchrun("--standalone", "--nproc_per_node=2", recorder(tmp_path), *TINY, f"--data_dir={nano}",
+                 "--vocab_size=257", f"--out_dir={tmp_path / 'out'}", "--max_iters=1", "--global_batch_size=8")
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err[-3000:]
-    assert [json.load(open(tmp_path / f"scans{r}.json")) for r in range(2)] == [["0"], []]
+    assert [len(rec["scans"]) for rec in ranks(tmp_path)] == [1, 0]
     assert len([x for x in out.splitlines() if x.startswith("hashing ")]) == 1, out
 
 
 @pytest.mark.slow
-def test_an_error_on_one_rank_prints_once_with_its_rank(corpus, tmp_path):
-    p = torchrun("--standalone", "--nproc_per_node=2", launch_script(tmp_path, fail_rank="1"), *TINY,
-                 f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=2")
-    _, err = p.communicate(timeout=300)
-    assert p.returncode != 0
-    assert [x for x in err.splitlines() if x.startswith("error:")] == [
-        f"error: rank 1: no train.bin in {corpus}; copy it here"], err[-3000:]
-
-
-@pytest.mark.slow
-def test_an_error_on_every_rank_prints_once(corpus, tmp_path):
-    p = torchrun("--standalone", "--nproc_per_node=2", "train.py", *TINY, f"--data_dir={corpus}",
-                 f"--out_dir={tmp_path}", "--global_batch_size=6")
+@pytest.mark.parametrize("fail_rank, extra, want", [
+    # the error of one rank, with its rank
+    ("1", [], "error: rank 1: no train.bin in CORPUS; copy it here"),
+    (None, ["--global_batch_size=6"], "global_batch_size 6 is not divisible"),  # every rank's
+])
+def test_an_error_under_torchrun_prints_once(corpus, tmp_path, fail_rank, extra, want):
+    p = torchrun("--standalone", "--nproc_per_node=2", recorder(tmp_path, fail_rank=fail_rank),
+                 *argv_for(corpus, tmp_path, "--max_iters=2", *extra))
     _, err = p.communicate(timeout=300)
     lines = [x for x in err.splitlines() if x.startswith("error:")]
-    assert p.returncode != 0 and len(lines) == 1 and "global_batch_size 6 is not divisible" in lines[0], err[-3000:]
+    assert p.returncode != 0 and len(lines) == 1, err[-3000:]
+    assert want.replace("CORPUS", corpus) in lines[0], lines
 
 
 def wait_for(path, timeout=120):
@@ -278,43 +215,41 @@ def default_sigint():
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # subtle: a background shell job's children inherit SIGINT ignored
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_after_the_step_with_a_checkpoint_and_one_line(corpus, tmp_path, sig):
-    p = subprocess.Popen([sys.executable, launch_script(tmp_path, sleep=0.05), *TINY, f"--data_dir={corpus}",
-                          f"--out_dir={tmp_path}", "--max_iters=100000", "--eval_interval=100000"], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+def stopped_at(p, tmp_path, sig, after_s, resume):
+    """sig to rank 0 after_s seconds in: p stops with one line naming the step and the command that
+    resumes, its checkpoint whole (the checksum holds) at that step -> (the step, p's stderr)."""
     wait_for(tmp_path / "rank0.json.pid")
-    time.sleep(3)  # some steps in
-    p.send_signal(sig)
-    _, err = p.communicate(timeout=120)
-    lines = err.strip().splitlines()
-    assert p.returncode != 0 and len(lines) == 1, err
-    assert lines[0].startswith(f"stopped by {sig.name} at iter ")
-    assert lines[0].endswith(f"; continue with: python train.py --resume --out_dir={tmp_path}")
+    time.sleep(after_s)  # some steps in
+    os.kill(int(open(tmp_path / "rank0.json.pid").read()), sig)
+    _, err = p.communicate(timeout=180)
+    lines = [x for x in err.splitlines() if x.startswith(("stopped", "error"))]
+    assert p.returncode != 0 and len(lines) == 1 and lines[0].startswith(f"stopped by {sig.name} at iter "), err
+    assert lines[0].endswith(f"; continue with: {resume}")
     n = int(lines[0].split(" at iter ")[1].split(";")[0])
-    ckpt = checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"))  # whole: its checksum holds
-    assert n > 0 and ckpt["state"]["iter_num"] == n == len(ranks(tmp_path, 1)[0]["seen"])
+    assert n > 0 and checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"))["state"]["iter_num"] == n
+    return n, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)])
+def test_a_signal_stops_after_the_step_with_a_checkpoint_and_one_line(corpus, tmp_path, sig):
+    p = subprocess.Popen([sys.executable, recorder(tmp_path, sleep=0.05),
+                          *argv_for(corpus, tmp_path, "--max_iters=100000", "--eval_interval=100000")], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    n, err = stopped_at(p, tmp_path, sig, 1.5, f"python train.py --resume --out_dir={tmp_path}")
+    assert len(err.strip().splitlines()) == 1 and n == len(ranks(tmp_path, 1)[0]["seen"])
 
 
 @pytest.mark.slow
 def test_sigterm_to_one_rank_stops_every_rank_after_the_same_step(corpus, tmp_path):
     """A scheduler's SIGTERM reaches the ranks at different times (here: only rank 0 gets it); every rank stops after
     the same step, one line is printed, and the checkpoint is whole."""
-    p = torchrun("--standalone", "--nproc_per_node=2", launch_script(tmp_path, sleep=0.05), *TINY,
-                 f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=100000", "--eval_interval=100000",
-                 "--global_batch_size=8", "--log_interval=3")
-    wait_for(tmp_path / "rank0.json.pid")
-    time.sleep(4)
-    os.kill(int(open(tmp_path / "rank0.json.pid").read()), signal.SIGTERM)
-    _, err = p.communicate(timeout=180)
-    lines = [x for x in err.splitlines() if x.startswith(("stopped", "error"))]
-    assert p.returncode != 0 and len(lines) == 1 and lines[0].startswith("stopped by SIGTERM at iter "), err[-3000:]
+    p = torchrun("--standalone", "--nproc_per_node=2", recorder(tmp_path, sleep=0.05),
+                 *argv_for(corpus, tmp_path, "--max_iters=100000", "--eval_interval=100000", "--global_batch_size=8",
+                           "--log_interval=3"))
     resume = f"torchrun --standalone --nproc_per_node=2 train.py --resume --out_dir={tmp_path}"
-    assert lines[0].endswith(f"; continue with: {resume}")
-    n = int(lines[0].split(" at iter ")[1].split(";")[0])
+    n, _ = stopped_at(p, tmp_path, signal.SIGTERM, 4, resume)
     a, b = (rec["seen"] for rec in ranks(tmp_path))
     assert n % 3 == 0 and len(a) == len(b) == n  # both stopped after step n, at a log step
-    assert checkpoint.load_checkpoint(str(tmp_path / "ckpt.pt"))["state"]["iter_num"] == n
 
 
 def test_the_resume_command_is_the_one_that_continues_this_run(monkeypatch):

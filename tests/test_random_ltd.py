@@ -1,4 +1,10 @@
-"""random_ltd.py and the LTD path of model.py: exactness, index invariants, causality, gradients, torch.compile."""
+"""random_ltd.py and the LTD path of model.py: exactness, index invariants, causality, gradients, torch.compile.
+
+sample_kept_indices (sorted, distinct, uniform over positions and pairs, r = T, the generator),
+gather_tokens and scatter_tokens (values, gradients, the round trip), GatherRows' backward (a plain
+loop's gradient) and layer_tokens (worked examples, DeepSpeed's LayerToken count) are checked by
+tests/test_exercises.py on this reference: exercises 9 to 13. layer_tokens' worked example:
+B=2, s=8, r=4, L=4, n=2 -> 2 * (8*2 + 4*2) = 48; dense 2*8*4 = 64; r above s counts as s."""
 
 import pytest
 import torch
@@ -7,7 +13,7 @@ from torch._dynamo.utils import counters
 import random_ltd
 from model import GPT, GPTConfig
 from model import compile_model
-from random_ltd import GatherRows, flat_rows, gather_tokens, layer_tokens, sample_kept_indices, scatter_tokens
+from random_ltd import flat_rows
 
 
 def compile_count():
@@ -34,6 +40,15 @@ def grads(model):
     return [p.grad.clone() for p in model.parameters()]
 
 
+def step(forward, model, b, ltd_idx=None):
+    """forward (model or its compiled form) on batch b -> (logits, loss, every gradient), grads zeroed after."""
+    logits, loss = forward(b[:, :-1], b[:, 1:], ltd_idx=ltd_idx)
+    loss.backward()
+    got = grads(model)
+    model.zero_grad()
+    return logits, loss, got
+
+
 def reference_logits(model, idx, ltd_idx):
     """The LTD forward written out sample by sample with plain indexing: the semantics, slowly."""
     tr, layers = model.transformer, sorted(model.ltd_layers)
@@ -51,36 +66,14 @@ def reference_logits(model, idx, ltd_idx):
     return model.lm_head(tr.ln_f(x))
 
 
-def test_keep_all_equals_dense_logits_and_gradients_exactly():
-    b = batch()
-    dense, ltd = tiny(), tiny()
-    l1, loss1 = dense(b[:, :-1], b[:, 1:])
-    loss1.backward()
-    l2, loss2 = keep(ltd, b[:, :-1], b[:, 1:], r=16, seed=5)
-    loss2.backward()
-    assert torch.equal(l1, l2) and torch.equal(loss1, loss2)
-    assert all(torch.equal(g1, g2) for g1, g2 in zip(grads(dense), grads(ltd)))
-
-
-def test_dropping_changes_the_output():
-    b, model = batch(), tiny()
-    l1, _ = model(b[:, :-1])
-    l2, _ = keep(model, b[:, :-1], r=8, seed=5)
-    assert not torch.allclose(l1, l2)
-
-
-def test_kept_indices_sorted_unique_in_range_and_varied():
-    g = torch.Generator().manual_seed(0)
-    a = sample_kept_indices(64, 32, 12, g)
-    b = sample_kept_indices(64, 32, 12, g)  # the next layer's draw
-    assert a.shape == (64, 12) and a.dtype == torch.int64
-    assert (a.diff(dim=1) > 0).all()  # sorted and unique
-    assert a.min() >= 0 and a.max() < 32
-    assert not torch.equal(a, b)  # layers differ
-    assert len({tuple(row) for row in a.tolist()}) > 60  # samples differ
-    counts = torch.bincount(torch.cat([sample_kept_indices(64, 32, 12, g).flatten() for _ in range(50)]), minlength=32)
-    assert counts.min() > 0.8 * counts.float().mean()  # every position kept about equally often
-    assert torch.equal(sample_kept_indices(2, 5, 5, g), torch.arange(5).repeat(2, 1))
+def test_keep_all_equals_dense_logits_and_gradients_exactly_and_dropping_changes_them():
+    b, dense, ltd = batch(), tiny(), tiny()
+    l1, loss1, g1 = step(dense, dense, b)
+    # layers 1, 2 keep all 16 tokens
+    l2, loss2, g2 = step(ltd, ltd, b, torch.arange(16).expand(2, 3, 16))
+    assert torch.equal(l1, l2) and torch.equal(loss1, loss2) and all(map(torch.equal, g1, g2))
+    l3, _ = keep(ltd, b[:, :-1], r=8, seed=5)
+    assert not torch.allclose(l1, l3)
 
 
 def test_one_step_draw_has_a_row_per_layer():
@@ -95,24 +88,10 @@ def test_one_step_draw_has_a_row_per_layer():
         model.sample_ltd_indices(3, 16, 0)
 
 
-def test_gather_then_scatter_round_trip():
-    x = torch.randn(2, 6, 3)
-    idx = torch.tensor([[0, 2, 5], [1, 3, 4]])
-    assert flat_rows(idx, 6).tolist() == [0, 2, 5, 7, 9, 10]  # b * T + idx[b, j]
-    y = gather_tokens(x, idx)
-    assert torch.equal(y[1, 2], x[1, 4])
-    assert torch.equal(scatter_tokens(x, idx, y), x)
-    z = scatter_tokens(x, idx, torch.zeros_like(y))
-    assert (z[0, [0, 2, 5]] == 0).all() and torch.equal(z[0, [1, 3, 4]], x[0, [1, 3, 4]])
-
-
-def test_gather_backward_is_the_copy_back():
-    x = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
-    rows = torch.tensor([4, 0, 2])
-    assert torch.autograd.gradcheck(GatherRows.apply, (x, rows))
-    g = torch.randn(3, 3, dtype=torch.float64)
-    (dx,) = torch.autograd.grad(GatherRows.apply(x, rows), x, g)
-    assert torch.equal(dx[rows], g) and (dx[[1, 3, 5]] == 0).all()
+def test_flat_rows_worked_example():
+    """The rows of x.view(B * T, C) that gather_tokens reads and scatter_tokens writes."""
+    # b * T + idx[b, j]
+    assert flat_rows(torch.tensor([[0, 2, 5], [1, 3, 4]]), 6).tolist() == [0, 2, 5, 7, 9, 10]
 
 
 def test_no_future_leakage_with_dropping():
@@ -129,10 +108,7 @@ def test_no_future_leakage_with_dropping():
 
 def assert_matches_reference(model, b, ltd_idx, atol, rtol):
     """Logits, loss and every gradient of model(..., ltd_idx) equal the per-sample reference's."""
-    logits, loss = model(b[:, :-1], b[:, 1:], ltd_idx=ltd_idx)
-    loss.backward()
-    got = grads(model)
-    model.zero_grad()
+    logits, loss, got = step(model, model, b, ltd_idx)
     ref_logits = reference_logits(model, b[:, :-1], ltd_idx)
     ref = torch.nn.functional.cross_entropy(ref_logits.view(-1, 50), b[:, 1:].reshape(-1))
     ref.backward()
@@ -147,41 +123,19 @@ def test_outputs_and_gradients_equal_a_per_sample_reference():
     assert_matches_reference(model, b, ltd_idx, atol=1e-6, rtol=1e-5)
 
 
-def test_eval_and_generate_ignore_dropping():
+def test_eval_and_generate_ignore_dropping(monkeypatch):
     model, b = tiny().eval(), batch()[:, :-1]
     dense, _ = model(b)
-    ltd, _ = keep(model, b, r=4, seed=0)
-    assert torch.equal(dense, ltd)
-    ltd, _ = model(b, ltd_idx=torch.zeros(2, 3, 4, dtype=torch.long))
-    assert torch.equal(dense, ltd)
-    calls = []
-    orig = random_ltd.sample_kept_indices
-    random_ltd.sample_kept_indices = lambda *a, **k: calls.append(1) or orig(*a, **k)
-    try:
-        model.generate(b[:1, :4], 5)
-    finally:
-        random_ltd.sample_kept_indices = orig
+    assert torch.equal(dense, keep(model, b, r=4, seed=0)[0])
+    assert torch.equal(dense, model(b, ltd_idx=torch.zeros(2, 3, 4, dtype=torch.long))[0])
+    calls, orig = [], random_ltd.sample_kept_indices
+    monkeypatch.setattr(random_ltd, "sample_kept_indices", lambda *a, **k: calls.append(1) or orig(*a, **k))
+    model.generate(b[:1, :4], 5)
     assert calls == []
-
-
-def test_layer_tokens_worked_example():
-    """B=2, s=8, r=4, L=4, n=2 -> 2 * (8*2 + 4*2) = 48; dense 2*8*4 = 64."""
-    assert layer_tokens(2, 8, 4, 4, 2) == 48
-    assert layer_tokens(2, 8, None, 4, 2) == 64
-    assert layer_tokens(2, 8, 16, 4, 2) == 64  # r above the curriculum length counts as s
 
 
 # -----------------------------------------------------------------------------
 # torch.compile: no graph break, a bounded number of graphs, the same numbers as eager
-
-
-@pytest.mark.slow
-def test_compiled_forward_has_no_graph_break():
-    torch._dynamo.reset()
-    model, b = tiny(n_layer=3, T=32), batch(B=2, T=24)
-    ltd_idx = model.sample_ltd_indices(2, 24, 8, torch.Generator().manual_seed(0))
-    out = torch._dynamo.explain(model)(b[:, :-1], b[:, 1:], ltd_idx=ltd_idx)
-    assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
 
 
 @pytest.mark.slow
@@ -232,16 +186,11 @@ def test_compiled_equals_eager_values_and_gradients():
     for T, r in ((24, 8), (32, 12)):
         b = batch(B=2, T=T)
         ltd_idx = model.sample_ltd_indices(2, T, r, g)
-        l1, loss1 = model(b[:, :-1], b[:, 1:], ltd_idx=ltd_idx)
-        loss1.backward()
-        eager = grads(model)
-        model.zero_grad()
-        l2, loss2 = compiled(b[:, :-1], b[:, 1:], ltd_idx=ltd_idx)
-        loss2.backward()
+        l1, loss1, eager = step(model, model, b, ltd_idx)
+        l2, loss2, got = step(compiled, model, b, ltd_idx)
         assert torch.allclose(l1, l2, atol=1e-5) and torch.allclose(loss1, loss2, atol=1e-6)
-        for g1, g2 in zip(eager, grads(model)):
+        for g1, g2 in zip(eager, got):
             assert torch.allclose(g1, g2, atol=1e-6, rtol=1e-4)
-        model.zero_grad()
     assert compile_count() == 1  # symbolic T and r: the second shape reused the first graph
 
 

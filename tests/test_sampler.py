@@ -48,39 +48,28 @@ def ids_of(batch, T=32):
     return batch[:, 0] // T  # a window's first token identifies it
 
 
-def test_admitted_prefix_worked_example():
-    """metric=[5,1,3] -> index_to_sample=[1,2,0], index_to_metric=[1,3,5]."""
+def test_admitted_prefix_worked_example_and_deepspeeds_whole_units_of_n_over_max():
+    """metric=[5,1,3] -> index_to_sample=[1,2,0], index_to_metric=[1,3,5]. Percentile d of max m
+    admits (N // m) * d, all N at d = m: N=537, m=50: 10 * d; N=1013, d=99 of 100: 990."""
     i2s, i2m = np.array([1, 2, 0]), np.array([1.0, 3.0, 5.0])
     assert admitted_prefix("value", 3, i2s, i2m, 100) == 2
     assert admitted_prefix("value", 0.5, i2s, i2m, 100) == 0
-    assert admitted_prefix("percentile", 34, np.arange(300), None, 100) == 102  # (300 // 100) * 34
     assert admitted_prefix("percentile", 100, i2s, i2m, 100) == 3  # all of them at max, even with N < max
+    i2s, i2m = np.arange(537), np.arange(537.0)
+    assert [admitted_prefix("percentile", d, i2s, i2m, 50) for d in (1, 10, 25, 49, 50)] == [10, 100, 250, 490, 537]
+    assert admitted_prefix("percentile", 99, np.arange(1013), None, 100) == 990
+    assert admitted_prefix("percentile", 34, np.arange(300), None, 100) == 102  # (300 // 100) * 34
 
 
-def test_dense_is_a_permutation_per_pass():
+def test_dense_is_a_permutation_per_pass_from_its_own_generator():
+    np.random.seed(0)  # the global RNG plays no part
     s = CurriculumSampler(Windows(), 20, seed=3)
-    for p in range(3):  # three passes of 10 batches
-        ids = np.concatenate([s.global_ids(10 * p + t) for t in range(10)])
-        assert sorted(ids.tolist()) == list(range(N))
-    other = CurriculumSampler(Windows(), 20, seed=4).global_ids(0)
-    assert not np.array_equal(other, CurriculumSampler(Windows(), 20, seed=3).global_ids(0))
-
-
-def test_admission_value_percentile_and_intersection():
-    fa, fb = (lambda u: 10 + 4 * u), (lambda u: min(100, 30 + 7 * u))
-    ma, ia = metric_index(0)
-    mb, ib = metric_index(1)
-    rank_b = np.empty(N, dtype=np.int64)
-    rank_b[ib["index_to_sample"]] = np.arange(N)  # position of each sample in b's order
-    s = CurriculumSampler(Windows(), 16, {"a": custom("value", fa), "b": custom("percentile", fb)}, {"a": ia, "b": ib})
-    for t in range(12):
-        da, db = fa(t + 1), fb(t + 1)  # DeepSpeed's offset: the batch of step t uses d(t + 1)
-        assert s.difficulties(t) == {"a": da, "b": db}
-        ids = s.global_ids(t)
-        assert len(ids) == 16
-        assert (ma[ids] <= da).all()  # value: metric <= d
-        assert (rank_b[ids] < (N // 100) * db).all()  # percentile: among the easiest db %
-    assert len(s.pool(0)) == int(((ma <= fa(1)) & (rank_b < (N // 100) * fb(1))).sum())
+    # three passes of 10 batches
+    passes = [np.concatenate([s.global_ids(10 * p + t) for t in range(10)]) for p in range(3)]
+    assert all(sorted(ids.tolist()) == list(range(N)) for ids in passes)
+    np.random.seed(123)
+    assert np.array_equal(CurriculumSampler(Windows(), 20, seed=3).global_ids(0), passes[0][:20])
+    assert not np.array_equal(CurriculumSampler(Windows(), 20, seed=4).global_ids(0), passes[0][:20])
 
 
 def test_full_batches_and_equal_counts_when_pool_is_small():
@@ -91,93 +80,53 @@ def test_full_batches_and_equal_counts_when_pool_is_small():
     assert counts.max() - counts.min() <= 1
 
 
-def test_pool_growth_joins_the_current_pass():
-    s, _, _ = make(fn=lambda u: 50 if u <= 3 else 100, G=20, metric_seed=5)
-    first = np.concatenate([s.global_ids(t) for t in range(3)])  # 60 of the 100 easiest
-    rest = np.concatenate([s.global_ids(t) for t in range(3, 10)])  # 140 more: everything not yet drawn
-    assert len(set(first.tolist())) == 60
-    assert sorted(np.concatenate([first, rest]).tolist()) == list(range(N))
-
-
-@pytest.mark.parametrize("world", [1, 2, 4])
-def test_rank_slices_disjoint_and_covering(world):
-    ref = CurriculumSampler(Windows(), 16, seed=9)
-    ranks = [CurriculumSampler(Windows(), 16, seed=9, rank=r, world_size=world) for r in range(world)]
-    for t in range(15):
-        g = ref.global_ids(t)
-        parts = [ids_of(s.next_batch(t)) for s in ranks]
-        assert all(len(p) == 16 // world for p in parts)
-        assert np.array_equal(np.concatenate(parts), g)
-        assert len(set(np.concatenate(parts).tolist())) == 16
+def test_pool_growth_joins_the_current_pass_spread_uniformly():
+    """After 60 of the 100 easiest ids are drawn the pool doubles: the pass goes on over the 140 left
+    (every id once), and the next batch holds 100 new of 140 left on average (not all first (0.0)
+    nor all last (1.0))."""
+    new_frac = []
+    for seed in range(300):
+        s, _, index = make(fn=lambda u: 50 if u <= 3 else 100, seed=seed, G=20, metric_seed=5)
+        first = np.concatenate([s.global_ids(t) for t in range(3)])
+        # 140 more: everything not yet drawn
+        rest = np.concatenate([s.global_ids(t) for t in range(3, 10)])
+        new_frac.append(np.isin(rest[:20], index["index_to_sample"][100:]).mean())
+        assert len(set(first.tolist())) == 60 and sorted(np.concatenate([first, rest]).tolist()) == list(range(N))
+    assert abs(np.mean(new_frac) - 100 / 140) < 0.03
 
 
 def run_steps(s, start, stop):
+    """The global ids of steps start..stop-1 (test_domains.py)."""
     return [s.global_ids(t).tolist() for t in range(start, stop)]
 
 
-def test_resume_equals_uninterrupted_and_across_world_sizes():
-    def sampler_(rank=0, world=1):
-        return make(fn=lambda u: min(100, 10 * u), seed=2, metric_seed=7, G=8, rank=rank, world_size=world)[0]
-
-    straight = run_steps(sampler_(), 0, 30)
-    first = sampler_()
-    head = run_steps(first, 0, 4)  # a pool change happens right after
-    state = first.state_dict()
-    second = sampler_()
-    second.load_state_dict(state)
-    assert head + run_steps(second, 4, 30) == straight
-    # a 1-rank state resumed on 2 ranks: each rank's slices make the same global batches
-    ranks = [sampler_(r, 2) for r in range(2)]
-    for s in ranks:
-        s.load_state_dict(state)
-    for t in range(4, 30):
-        assert np.concatenate([ids_of(s.next_batch(t)) for s in ranks]).tolist() == straight[t]
-
-
-def test_state_uses_its_own_generator():
-    a = CurriculumSampler(Windows(), 8, seed=1)
-    np.random.seed(0)
-    x = a.global_ids(0)
-    b = CurriculumSampler(Windows(), 8, seed=1)
-    np.random.seed(123)
-    assert np.array_equal(b.global_ids(0), x)
-
-
-def test_seqlen_truncate_and_reshape_keep_the_right_tokens():
-    batch = np.arange(2 * 9).reshape(2, 9)  # B=2, T=8
-    assert seqlen_truncate(batch, 3).tolist() == [[0, 1, 2, 3], [9, 10, 11, 12]]
-    assert seqlen_reshape(batch, 4).tolist() == [[0, 1, 2, 3, 4], [4, 5, 6, 7, 8],
-                                                 [9, 10, 11, 12, 13], [13, 14, 15, 16, 17]]
-    r = seqlen_reshape(batch, 2)
-    assert r.shape == (8, 3) and r[:, :-1].size == 2 * 8  # every x/y pair kept when L divides T
-    assert seqlen_reshape(batch, 3).tolist()[:2] == [[0, 1, 2, 3], [3, 4, 5, 6]]  # T % L = 2 targets dropped
-    assert seqlen_reshape(batch, 8).tolist() == batch.tolist()
+def test_a_length_outside_the_window_is_refused():
+    """The transforms' worked examples (truncate keeps the first L + 1 tokens, reshape cuts rows of
+    L + 1 that share their boundary token) are exercises 6 and 7 of tests/test_exercises.py, run on
+    this reference; test_batches_are_the_admitted_windows_cut_to_the_step_length uses them."""
     with pytest.raises(AssertionError, match="outside 1..8"):
         seqlen_truncate(np.zeros((2, 9)), 9)  # ds_config.py refuses such lengths with one line
 
 
-def test_an_empty_pool_is_one_line_with_the_metric_range():
-    s, m, _ = make(kind="value", fn=lambda u: -1)
-    lo, hi = f"{m.min():.6g}", f"{m.max():.6g}"
-    want = rf"admits no samples at step 0 \({{'a': -1}}\); a ranges {lo} .. {hi} on this data; set the "
-    with pytest.raises(ValueError, match=want):
-        s.global_ids(0)
+M0 = metric_index(0)[0]
 
 
-def test_a_percentile_max_above_the_windows_names_that_max_as_the_fix():
-    """N = 200 windows, max_difficulty 500: N // max = 0 admits nothing below max; raising
-    min_difficulty would not help, a max of at most N does."""
-    m, index = metric_index(0)
-    s = CurriculumSampler(Windows(), 16, {"a": custom("percentile", lambda u: 20, 500)}, {"a": index})
-    with pytest.raises(ValueError, match=r"lower a's max_difficulty 500 to at most the 200 windows"):
-        s.global_ids(0)
+@pytest.mark.parametrize("entry, want", [
+    (custom("value", lambda u: -1), rf"admits no samples at step 0 \({{'a': -1}}\); a ranges {M0.min():.6g} .. "
+                                    rf"{M0.max():.6g} on this data; set the "),
+    # N = 200 windows, max_difficulty 500: N // max = 0 admits nothing below max; raising
+    # min_difficulty would not help, a max of at most N does
+    (custom("percentile", lambda u: 20, 500), r"lower a's max_difficulty 500 to at most the 200 windows"),
+    # lifted alone: not a KeyError
+    ({"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100, "schedule_type": "fixed_root",
+      "schedule_config": {"total_curriculum_step": 10}},
+     "fixed_root schedule_config is missing difficulty_step, root_degree; add them"),
+])
+def test_a_pool_or_entry_it_cannot_use_is_one_line_naming_the_fix(entry, want):
+    with pytest.raises(ValueError, match=want) as e:
+        CurriculumSampler(Windows(), 16, {"a": entry}, {"a": metric_index(0)[1]}).global_ids(0)
+    assert "\n" not in str(e.value)
 
-
-def test_lifted_alone_an_incomplete_entry_is_one_line_not_a_key_error():
-    entry = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
-             "schedule_type": "fixed_root", "schedule_config": {"total_curriculum_step": 10}}
-    with pytest.raises(ValueError, match="fixed_root schedule_config is missing difficulty_step, root_degree; add them"):
-        CurriculumSampler(Windows(), 16, {"a": entry}, {"a": metric_index(0)[1]})
 
 def test_falling_schedule_drops_samples_from_the_pass():
     s, m, _ = make(kind="value", fn=lambda u: 40 if u <= 2 else 10, G=8, metric_seed=3)
@@ -186,26 +135,8 @@ def test_falling_schedule_drops_samples_from_the_pass():
         assert (m[ids] <= (40 if t + 1 <= 2 else 10)).all()
 
 
-def test_newly_admitted_ids_are_spread_uniformly_over_the_rest_of_the_pass():
-    """After 60 of 100 ids are drawn the pool doubles: the next batch holds 100 new of 140 left on average."""
-    new_frac = []
-    for seed in range(300):
-        s, _, index = make(fn=lambda u: 50 if u <= 3 else 100, seed=seed, G=20, metric_seed=5)
-        for t in range(3):
-            s.global_ids(t)
-        new_frac.append(np.isin(s.global_ids(3), index["index_to_sample"][100:]).mean())
-    assert abs(np.mean(new_frac) - 100 / 140) < 0.03  # not all first (0.0) nor all last (1.0)
-
-
 # -----------------------------------------------------------------------------
 # percentile rounding and the step offset: DeepSpeed's
-
-
-def test_percentile_is_deepspeeds_whole_units_of_n_over_max():
-    """N=537, max 50: (537 // 50) * d = 10 * d, and all 537 at d = 50; N=1013, d=99 of 100: 990."""
-    i2s, i2m = np.arange(537), np.arange(537.0)
-    assert [admitted_prefix("percentile", d, i2s, i2m, 50) for d in (1, 10, 25, 49, 50)] == [10, 100, 250, 490, 537]
-    assert admitted_prefix("percentile", 99, np.arange(1013), None, 100) == 990
 
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "deepspeed_admission.json")) as f:
