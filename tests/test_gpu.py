@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from support import prepare
+import data
 
 
 @pytest.mark.slow
