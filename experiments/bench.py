@@ -19,6 +19,7 @@ Each table states device, torch version and threads, and the median (min-max) of
 interleaved (ours, theirs, ours, ...) after warm-up ones, so that drift in machine load hits every
 case alike. Each benchmark has its own options (with --threads, torch's threads, pinned).
 """
+import itertools
 import json
 import os
 import runpy
@@ -242,8 +243,9 @@ def bench_sampler(args):
     work = tempfile.mkdtemp(prefix="bench_sampler_")
     for pool, entry, k in (("steady pool (percentile 50)", steady, a.steps),
                            (f"pool growing by {N // 100:,} ids per step", linear, grow)):
-        sampler = CurriculumSampler(ids, G, {"m": entry}, index)
-        draws = {"ours: CurriculumSampler": sampler.global_ids}
+        sampler, steps = CurriculumSampler(ids, G, {"m": entry}, index), itertools.count()
+        # the step goes on across rounds, as DeepSpeed's own counter does
+        draws = {"ours: CurriculumSampler": lambda s=sampler, c=steps: s.global_ids(next(c))}
         if deepspeed:
             draws["DeepSpeedDataSampler"] = deepspeed_sampler(deepspeed, entry, index_to_sample,
                                                               tempfile.mkdtemp(dir=work), N, G)
@@ -582,12 +584,13 @@ def scale_starts(a, work, big, small, n_big, n_small):
 
 
 def scale_fetch(a, corpora, n_big):
-    """Sections 4 and 5: ms per sampler.next_batch() (16 rows) on each corpus {label: (windows
+    """Sections 4 and 5: ms per sampler.next_batch(step) (16 rows) on each corpus {label: (windows
     path, T)}; RssFile growth (MB) over a.steps batches of 16 x 1024 on the big corpus, in the page
     cache and dropped from it first (posix_fadvise), as a corpus larger than RAM."""
     samplers = {label: CurriculumSampler(data.SampleWindows(path, T), 16, seed=0)
                 for label, (path, T) in corpora.items()}
-    cases = {label: lambda s=s: [s.next_batch() for _ in range(a.batches)]
+    steps = itertools.count()  # no curriculum: the step only goes on
+    cases = {label: lambda s=s: [s.next_batch(next(steps)) for _ in range(a.batches)]
              for label, s in samplers.items()}
     times = interleaved(cases, a.rounds)
     print(f"\n4. batch fetch per step (sampler.next_batch, 16 rows, a map per batch), ms, "
@@ -603,8 +606,8 @@ def scale_fetch(a, corpora, n_big):
             os.close(fd)
         s = CurriculumSampler(data.SampleWindows(path, 1024), 16, seed=1)
         before = rss_file_mb()
-        for _ in range(a.steps):
-            s.next_batch()
+        for t in range(a.steps):
+            s.next_batch(t)
         row((-32, 10), label, f"{rss_file_mb() - before:.1f}")
 
 
