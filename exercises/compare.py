@@ -179,9 +179,7 @@ def everything(swaps):
     mine = {name: fn for _, name, _, fn in swaps}
     out = []
     for n, concept, name in EXERCISES:
-        owner, _, method = name.partition(".")
-        ref = getattr(importlib.import_module(concept), owner)
-        ref = vars(ref)[method] if method else ref
+        ref = reference(concept, name)
         out.append((n, name, ref, mine.get(name, ref)))
     return out
 

@@ -164,9 +164,7 @@ class Tape:
 
         out = []
         for n, concept, name in EXERCISES:
-            owner, _, method = name.partition(".")
-            ref = getattr(importlib.import_module(concept), owner)
-            ref = vars(ref)[method] if method else ref
+            ref = reference(concept, name)
             out.append((n, name, ref, self.wrap(name, ref)))
         return out
 

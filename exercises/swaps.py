@@ -59,6 +59,14 @@ def learner_module(concept):
     raise LearnerError(error)  # subtle: outside the except, so no chained traceback
 
 
+def reference(concept, name):
+    """The reference's object of exercise `name` in module `concept`: a function, or for
+    "Class.method" the class's raw attribute (a staticmethod stays one)."""
+    owner, _, method = name.partition(".")
+    ref = getattr(importlib.import_module(concept), owner)
+    return vars(ref)[method] if method else ref
+
+
 def learner_swaps(mine=None):
     """[(number, name, the reference's object, yours)] for every exercise you implemented.
     mine: {concept: module} (default: exercises.<concept>); a method is its class's raw attribute

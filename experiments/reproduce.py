@@ -72,7 +72,7 @@ import torch
 
 import data
 import train
-from experiments.runs import check_passes, cli, finished_runs, flag, ints, numbers, run_all
+from experiments.runs import check_passes, cli, finished_runs, flag, numbers, run_all
 from experiments.runs import seed_list
 from model import GPT, GPTConfig
 from random_ltd import layer_tokens
@@ -627,7 +627,7 @@ def check_grid(a):
     if not cl_fracs or not ltd_fracs or not all(0 < x <= 1 for x in cl_fracs + ltd_fracs):
         raise ValueError(f"--cl_fracs={a.cl_fracs} --ltd_fracs={a.ltd_fracs}: give fractions of "
                          "the budget in (0, 1], e.g. --cl_fracs=0.2,0.4,0.8")
-    ltd_starts = ints("ltd_starts", a.ltd_starts) or [0]
+    ltd_starts = ds_config.int_list("ltd_starts", a.ltd_starts) or [0]
     if a.ltd_starts and min(ltd_starts) < 1:
         raise ValueError(f"--ltd_starts={a.ltd_starts}: give kept lengths of 1 token or more, "
                          "e.g. --ltd_starts=4,8,32")

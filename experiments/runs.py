@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 import train
+from services import ds_config
 from support import launch
 from support.launch import parse
 from support.files import atomic_write
@@ -50,17 +51,8 @@ def numbers(name, text):
                          "e.g. 1/3,3") from None
 
 
-def ints(name, text):
-    """'1,2' -> [1, 2]; one line naming the flag otherwise."""
-    try:
-        return [int(x) for x in text.split(",")] if text else []
-    except ValueError:
-        raise ValueError(f"--{name}={text} must be comma-separated integers, "
-                         f"e.g. --{name}=1,2") from None
-
-
 def seed_list(text):
-    seeds = ints("seeds", text)
+    seeds = ds_config.int_list("seeds", text)
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"--seeds={text!r} must list one or more distinct seeds, e.g. --seeds=1,2")
     return seeds
