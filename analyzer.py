@@ -189,13 +189,16 @@ def demo(data_dir="", block_size=128, k=2, metric="vocab_rarity"):
     neg_log_p = unigram_neg_log_p(unigram_counts(bin_path))  # (V,) pass 1, for the captions too
     index = metric_index(bin_path, block_size, metric, neg_log_p)  # pass 2 and the sort
     index_to_sample, index_to_metric = index["index_to_sample"], index["index_to_metric"]
-    print(f"{bin_path}: {N:,} windows of {block_size}+1 tokens, each scored by")
+    shown = os.path.relpath(bin_path, data.ROOT) if bin_path.startswith(data.ROOT) else bin_path
+    print(f"{shown}: {N:,} windows of {block_size}+1 tokens, each scored by")
     if metric == "vocab_rarity":
         print("vocab_rarity = sum of -ln p(u) over its tokens u, p(u) from the train split's "
               "counts")
     else:  # a metric's docstring says what it is
         about = (METRICS[metric].__doc__ or "a function of analyzer.METRICS").strip()
         print(f"{metric}: {about.splitlines()[0]}")
+    print("each window's text between | |, \\n a newline; spaces are shown as spaces, so a run "
+          "of spaces (vocab_rarity's easiest windows) is a blank box")
     shown = (("easiest", range(k)), ("median", [N // 2]), ("hardest", range(N - 1, N - 1 - k, -1)))
     for name, ranks in shown:
         for rank in ranks:

@@ -278,7 +278,10 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
         source = "installed" if installed else "files" if paths or domains else "stdlib"
         meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes",
                 **scan_bins(tmp, chunk_size), "source": source, "n_documents": len(kept),
-                "val_fraction": val_fraction, "seed": seed, "skipped": skipped}
+                "val_fraction": val_fraction, "seed": seed, "skipped": skipped,
+                # the Python whose standard library (and site-packages) the corpus holds: another
+                # version gives other text, so other loss values (train.py's first line says it)
+                "python": sys.version.split()[0] if source != "files" else None}
         if names:  # domain d of a split holds its tokens offsets[d] .. offsets[d+1]-1
             offsets = {s: np.cumsum([0] + n).tolist() for s, n in domain_tokens.items()}
             meta.update(domains=names, domain_tokens=domain_tokens, domain_offsets=offsets)

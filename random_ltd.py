@@ -144,6 +144,7 @@ def demo(B=2, T=64, r=16, n_layer=4, seed=0):
         kept = idx[ltd_layers.index(layer)] if layer in ltd_layers else every  # (B, r) or (B, T)
         outs.append(ltd_block_forward(lambda h: h + 1, x, kept))  # the block sees (B, r, 1)
     print(f"{B} samples of T = {T} tokens, {n_layer} layers; layers {ltd_layers} keep r = {r}")
+    print("# = a kept position (the block ran on it), . = a dropped one (it passed through)")
     for layer, out in enumerate(outs):  # out (B, T, 1): # where the block changed x
         for b in range(B):
             marks = "".join("#" if v else "." for v in (out[b, :, 0] != x[b, :, 0]).tolist())
@@ -151,8 +152,15 @@ def demo(B=2, T=64, r=16, n_layer=4, seed=0):
     print(f"layer {ltd_layers[0]} sample 0 keeps positions {idx[0, 0].tolist()}")
     print("(sorted: the kept tokens stay in order, so the plain causal mask over them is right)")
     ltd, dense = layer_tokens(B, T, r, n_layer, n), layer_tokens(B, T, None, n_layer, 0)
-    print(f"token-layers: {B} * ({T} * {n_layer - n} + {r} * {n}) = {ltd:,} of {dense:,} dense: "
-          f"{1 - ltd / dense:.1%} saved (layer_tokens)")
+    print(f"token-layers of this one step, r = {r} of {T}: {B} * ({T} * {n_layer - n} + {r} * {n}) "
+          f"= {ltd:,} of {dense:,} dense: {1 - ltd / dense:.1%} saved (layer_tokens)")
+    # a whole run saves less, as r grows to T: train.py's default run (T 128, 4 layers, 1500
+    # steps) with --random_ltd keeps r(t) = 32 + 96 * t / 900 tokens, down to a multiple of 8,
+    # then 128 (scheduler.py's RandomLTDScheduler, its linear form inlined: this file stands alone)
+    kept = [min(128, (32 + 96 * t // 900) // 8 * 8) for t in range(1500)]
+    run = sum(layer_tokens(1, 128, k, 4, 2) for k in kept) / (1500 * 128 * 4)  # of dense
+    print(f"a whole run saves less: train.py's default 1500 steps with --random_ltd (r from 32 to "
+          f"128 of T = 128 over the first 900): {1 - run:.1%} saved")
     print("rebuild it yourself: exercises 9-13 in exercises/random_ltd.py, then\n    python -m "
           "pytest tests/test_exercises.py --mine -k 'ex09 or ex10 or ex11 or ex12 or ex13'")
 

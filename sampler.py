@@ -300,7 +300,10 @@ def demo(data_dir="", block_size=128, steps=(0, 50, 150, 300, 450, 599, 1000), G
              "schedule_type": "fixed_root", "schedule_config": sc}  # examples/ds_config_cl_ltd
     sampler = CurriculumSampler(windows, G, {"distinct": entry}, index)
     rank = np.argsort(order)  # rank[id]: 0 = the easiest
-    print(f"{bin_path}: {sampler.N:,} windows sorted by their distinct tokens (a stand-in metric)")
+    shown = os.path.relpath(bin_path, data.ROOT) if bin_path.startswith(data.ROOT) else bin_path
+    print(f"{shown}: {sampler.N:,} windows sorted by their distinct tokens (a stand-in metric)")
+    print("d(t+1): percentile 1..100, fixed_root (root_degree 2) over 600 steps "
+          "(examples/ds_config_cl_ltd.json's curriculum)")
     print("the batch of step t draws from the pool of the easiest (N // 100) * d(t+1): the ranks "
           "0 .. pool-1")
     print(" step  d(t+1)     pool  drawn ids (their rank, 0 = the easiest)")

@@ -181,8 +181,9 @@ class RandomLTDScheduler:
 
 
 def demo(max_iters=1500, steps=(1, 25, 50, 100, 150, 200, 300, 400, 500, 600, 750, 900, 1500)):
-    """d(t) of each schedule type and random-LTD's r(t) as train.py's flags set them for a run of
-    max_iters steps (ds_config.from_flags: difficulty 1..100 over 40% of it, root degree 2, kept
+    """d(t) of each schedule type, the sequence-length curriculum's and random-LTD's r(t) as
+    train.py's flags set them for a run of max_iters steps (ds_config.from_flags: difficulty
+    1..100 over 40% of it, root degree 2; --seqlen: 16..128 tokens over 40%, in steps of 8; kept
     length 32..128 over 60%); the fixed_discrete stages are an example."""
     T = int(0.4 * max_iters)  # total_curriculum_step
     root = {"total_curriculum_step": T, "difficulty_step": 1, "root_degree": 2}
@@ -191,16 +192,21 @@ def demo(max_iters=1500, steps=(1, 25, 50, 100, 150, 200, 300, 400, 500, 600, 75
     curricula = {kind: CurriculumScheduler({"difficulty_type": "percentile", "min_difficulty": 1,
                                             "max_difficulty": 100, "schedule_type": kind,
                                             "schedule_config": sc}) for kind, sc in kinds.items()}
+    curricula["seqlen(t)"] = CurriculumScheduler({  # --seqlen=truncate or reshape: a length
+        "difficulty_type": "value", "min_difficulty": 16, "max_difficulty": 128,
+        "schedule_type": "fixed_linear", "schedule_config": {**root, "difficulty_step": 8}})
     ltd = RandomLTDScheduler({"min_value": 32, "max_value": 128, "schedule_type": "fixed_linear",
                               "schedule_config": {"require_steps": int(0.6 * max_iters),
                                                   "seq_per_step": 8}})
     rows = [[t, *(c.get_difficulty(t) for c in curricula.values()), ltd.get_value(t)]
             for t in steps]
-    print(f"d(t): percentile difficulty 1..100 over total_curriculum_step {T} (fixed_root: "
-          f"root_degree 2;\n      fixed_discrete: {discrete['difficulty']} until steps "
-          f"{discrete['max_step']})\nr(t): random-LTD kept length 32..128 of T = 128 over "
-          f"require_steps {int(0.6 * max_iters)}, seq_per_step 8")
-    cells = [["step t", *kinds, "r(t)"]] + [[f"{v:,}" for v in row] for row in rows]
+    print(f"d(t): percentile of max_difficulty 100 (d admits the easiest d% of the windows), "
+          f"1..100 over total_curriculum_step {T}\n      (fixed_root: root_degree 2; "
+          f"fixed_discrete: {discrete['difficulty']} until steps {discrete['max_step']})\n"
+          f"seqlen(t): the sequence-length curriculum in tokens (--seqlen), fixed_linear 16..128 "
+          f"in steps of 8 over {T}\nr(t): random-LTD kept length in tokens, 32..128 of T = 128 "
+          f"over require_steps {int(0.6 * max_iters)}, seq_per_step 8")
+    cells = [["step t", *curricula, "r(t)"]] + [[f"{v:,}" for v in row] for row in rows]
     widths = [max(len(row[j]) for row in cells) for j in range(len(cells[0]))]
     for row in cells:  # right-aligned columns
         print("  ".join(c.rjust(w) for c, w in zip(row, widths)))

@@ -459,10 +459,13 @@ def print_summary(cfg, sampler, val_data, ltd, model, meta, notes, max_steps, de
     """Data, model, batch, LR, the budget's steps and passes, the domain mix, notes, and the
     schedules at a few steps of the run (from the same functions the loop calls)."""
     G, train_data, params = sampler.G, sampler.windows, model.get_num_params() / 1e6
-    print0(f"data {os.path.dirname(train_data.path)}: {len(train_data):,} train / "
-           f"{len(val_data):,} val windows of {cfg.block_size}+1 tokens, vocab "
-           f"{meta['vocab_size']}; model {params:.2f}M parameters on {device} ({dtype}), "
-           f"{torch.get_num_threads()} torch threads per process")
+    # the corpus by its content, so two runs' numbers can be compared (the standard library
+    # differs from one Python version to the next)
+    py = f", from Python {meta['python']}" if meta.get("python") else ""
+    print0(f"data {os.path.dirname(train_data.path)} (corpus {meta['fingerprint'][:12]}{py}): "
+           f"{len(train_data):,} train / {len(val_data):,} val windows of {cfg.block_size}+1 "
+           f"tokens, vocab {meta['vocab_size']}; model {params:.2f}M parameters on {device} "
+           f"({dtype}), {torch.get_num_threads()} torch threads per process")
     step_tokens, warmup, decay = lr_schedule
     print0(f"batch: {G} rows/step = {cfg.batch_size} x {G // (cfg.batch_size * world_size)} accum "
            f"x {world_size} ranks; lr: warmup to {cfg.learning_rate:g} over {warmup:,} effective "

@@ -7,6 +7,8 @@ How much sooner does each technique reach the baseline's quality? A budget sweep
     python reproduce.py --jobs=2 --lrs=2e-3,4e-3,8e-3  # each arm's best LR first, then the sweep
     python reproduce.py --jobs=2 --ratios=300 --fractions=1 --cl_fracs=0.2,0.4,0.8  # CL lengths
     python reproduce.py --jobs=2 --size=tiny           # the whole pipeline, tiny model: ~1 min
+    python reproduce.py --size=lab --seeds=1337 --cases="baseline,CL_seqtru_voc + random-LTD"
+                                                       # a lab's run: minutes on one core (README)
     python reproduce.py --size=gpu --data_dir=data/installed  # ~20M parameters, one GPU
     python -m experiments.autoscale                      # AutoScale's data mixtures (its own file)
 
@@ -88,6 +90,10 @@ SIZES = {  # model, batch, budget in dense steps, val windows (cpu: 2.46M tokens
                        "--batch_size=16"], "budget_steps": 30, "eval_samples": 128},  # a minute
     "cpu": {"model": ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=128",
                       "--batch_size=16"], "budget_steps": 1200, "eval_samples": 640},
+    # the cpu model on half its budget (1.5 tokens per parameter): the lab's ten minutes, one
+    # seed, baseline and composition (README, "Results"); its 100% = the cpu size's 50%
+    "lab": {"model": ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=128",
+                      "--batch_size=16"], "budget_steps": 600, "eval_samples": 640},
     # about 20M parameters: 33M tokens at 100%, minutes on one GPU (data/installed: 0.3 passes)
     "gpu": {"model": ["--n_layer=6", "--n_head=8", "--n_embd=512", "--block_size=256",
                       "--batch_size=64"], "budget_steps": 2000, "eval_samples": 640},
@@ -160,7 +166,7 @@ def base_arm(title):
 
 @dataclass
 class GridConfig:
-    size: str = opt("cpu", "tiny, cpu or gpu: model, batch and budget (any runs on any device)",
+    size: str = opt("cpu", "tiny, lab, cpu or gpu: model, batch and budget (any runs anywhere)",
                     choices=SIZES)
     data_dir: str = opt("", 'a prepared corpus; "" = the standard library, prepared on first use')
     out_dir: str = opt("out_reproduce", "a directory per run (its train.log), and the chart's PNG")

@@ -214,6 +214,7 @@ def test_standard_library_domains(fake_python, tmp_path):
     it; the last document of a split has none."""
     meta = data.prepare(out_dir=str(tmp_path / "out"), val_fraction=0.3, block_size=16, verbose=False)
     assert meta["domains"] == ["code", "tests", "prose"] and meta["source"] == "stdlib"
+    assert meta["python"] == sys.version.split()[0]  # another Python, another standard library
     n_code, n_tests = 11 * 40 + 24 * 20, 31 * 15
     n_if, n_for = (len(t) for t in fake_python.values())
     train, val = meta["domain_tokens"]["train"], meta["domain_tokens"]["val"]

@@ -80,6 +80,8 @@ def test_analyzer_demo_shows_the_easiest_median_and_hardest_windows(demo_corpus,
     assert max(len(b[4]) for b in bins) == 40
     assert all((len(b[4]) > 0) == (b[3] != "0") for b in bins)  # a non-empty bin shows
     assert f"{N:,} windows of 16+1 tokens" in out[0]
+    assert out[2].startswith("each window's text between | |, \\n a newline; spaces are shown as "
+                             "spaces, so a run of spaces")  # the easiest boxes look blank
     assert f"index_to_sample[:6] = {i2s[:6].tolist()}  (window ids, easiest first)" in out
     assert f"index_to_metric[:6] = {np.round(i2m[:6], 2).tolist()}  (non-decreasing)" in out
 
@@ -149,12 +151,13 @@ def test_scheduler_demo_table_is_the_schedules_of_train_py_s_flags(capsys):
     require_steps than train.py's defaults give, a column under another schedule's name."""
     scheduler.demo()
     out = capsys.readouterr().out
-    header = "step t  fixed_linear  fixed_root  fixed_discrete  r(t)"
-    assert header in out
-    shown = table_rows(out, 5)
+    header = "step t  fixed_linear  fixed_root  fixed_discrete  seqlen(t)  r(t)"
+    assert header in out and "d(t): percentile of max_difficulty 100 (d admits the easiest d%" in out
+    assert "seqlen(t): the sequence-length curriculum in tokens" in out  # each column's unit
+    shown = table_rows(out, 6)
     assert [r[0] for r in shown] == [1, 25, 50, 100, 150, 200, 300, 400, 500, 600, 750, 900, 1500]
     scheduler.demo(steps=range(1, 1501))  # every step: r(t) and r(t+1) differ only at some
-    rows = table_rows(capsys.readouterr().out, 5)
+    rows = table_rows(capsys.readouterr().out, 6)
     assert [r[0] for r in rows] == list(range(1, 1501)) and all(r in rows for r in shown)
     ltd = ds_config.from_flags(train.parse_args(["--random_ltd"]), 16)[1]
     ltd = scheduler.RandomLTDScheduler(ltd["random_ltd_schedule"])
@@ -164,11 +167,16 @@ def test_scheduler_demo_table_is_the_schedules_of_train_py_s_flags(capsys):
         entry = ds_config.from_flags(train.parse_args(flags), 16)[0]["vocab_rarity"]
         s = scheduler.CurriculumScheduler(entry)
         assert [r[1 + j] for r in rows] == [s.get_difficulty(r[0]) for r in rows], kind
-    assert [r[4] for r in rows] == [ltd.get_value(r[0]) for r in rows]
+    entry = ds_config.from_flags(train.parse_args(["--seqlen=truncate"]), 16)[0]["seqlen_truncate"]
+    seqlen = scheduler.CurriculumScheduler(entry)  # the default length curriculum, in tokens
+    assert [r[4] for r in rows] == [seqlen.get_difficulty(r[0]) for r in rows]
+    assert [r[5] for r in rows] == [ltd.get_value(r[0]) for r in rows]
     # by hand: fixed_root at t=150: floor(sqrt(150/600) * 99 + 1) = 50; fixed_linear at t=300:
     # floor(300/600 * 99 + 1) = 50; r(100) = floor(100/900 * 96 + 32) = 42 -> 42 - 42 % 8 = 40
     by_step = {r[0]: r for r in rows}
-    assert by_step[150][2] == 50 and by_step[300][1] == 50 and by_step[100][4] == 40
+    assert by_step[150][2] == 50 and by_step[300][1] == 50 and by_step[100][5] == 40
+    # seqlen(300) = floor(16 + 112 * 300 / 600) = 72, a multiple of 8
+    assert by_step[300][4] == 72
 
 
 # -----------------------------------------------------------------------------
@@ -180,6 +188,7 @@ def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it(demo_corpu
     rank taken from index_to_sample instead of its inverse, ids drawn from outside the pool."""
     sampler.demo(demo_corpus, block_size=16)
     out = capsys.readouterr().out
+    assert "d(t+1): percentile 1..100, fixed_root (root_degree 2) over 600 steps" in out  # the
     windows = data.SampleWindows(os.path.join(demo_corpus, "train.bin"), 16)  # the stand-in metric:
     rows_ = [windows.get([i])[0, :16] for i in range(len(windows))]  # distinct tokens, by hand
     metric = np.array([len(set(r.tolist())) for r in rows_])
@@ -190,7 +199,7 @@ def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it(demo_corpu
     rank[i2s] = np.arange(N)
     sc = {"total_curriculum_step": 600, "difficulty_step": 1, "root_degree": 2}
     entry = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
-             "schedule_type": "fixed_root", "schedule_config": sc}
+             "schedule_type": "fixed_root", "schedule_config": sc}  # the schedule the line names
     s = scheduler.CurriculumScheduler(entry)
     rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+([\d,]+)  (.*)$", out, re.M)
     assert [int(r[0]) for r in rows] == [0, 50, 150, 300, 450, 599, 1000]
@@ -246,10 +255,18 @@ def test_random_ltd_demo_marks_the_kept_positions(B, T, r, n_layer, seed, capsys
     m = re.search(r"layer 1 sample 0 keeps positions \[([\d, ]+)\]", out)
     positions = [int(p) for p in m[1].split(",")]
     assert positions == sorted(set(positions)) == [p for p, c in enumerate(rows[B][2]) if c == "#"]
+    assert "# = a kept position (the block ran on it), . = a dropped one (it passed through)" in out
     ltd, dense = B * (T * 2 + r * n), B * T * n_layer
     assert f"= {ltd:,} of {dense:,} dense: {1 - ltd / dense:.1%} saved" in out
     if (B, T, r, n_layer) == (2, 64, 16, 4):
-        assert "2 * (64 * 2 + 16 * 2) = 320 of 512 dense: 37.5% saved" in out  # by hand
+        assert "this one step, r = 16 of 64: 2 * (64 * 2 + 16 * 2) = 320 of 512 dense: 37.5% saved" in out
+        # a whole default run (train.py's flags, scheduler.py's r(t)) saves less: 12.2%
+        cfg = train.parse_args(["--random_ltd"])
+        kept = scheduler.RandomLTDScheduler(ds_config.from_flags(cfg, 16)[1]["random_ltd_schedule"])
+        T, L = cfg.block_size, cfg.n_layer
+        run = sum(random_ltd.layer_tokens(1, T, kept.get_value(t), L, L - 2) for t in range(cfg.max_iters))
+        assert f"train.py's default {cfg.max_iters} steps with --random_ltd (r from 32 to" in out
+        assert f"): {1 - run / (cfg.max_iters * T * L):.1%} saved\n" in out
 
 
 # -----------------------------------------------------------------------------
@@ -258,12 +275,14 @@ def test_random_ltd_demo_marks_the_kept_positions(B, T, r, n_layer, seed, capsys
 
 @pytest.mark.parametrize("name", ["analyzer", "scheduler", "sampler", "random_ltd"])
 def test_python_concept_file_runs_its_demo(name, demo_corpus, monkeypatch, capsys):
-    """python <concept>.py runs demo() (on the tiny corpus standing in for the default one)."""
+    """python <concept>.py runs demo() (on the tiny corpus standing in for the default one), the
+    corpus named by its path in the repository (here: the corpus's parent stands in for it)."""
     monkeypatch.setattr(data, "DEFAULT_DIR", demo_corpus)
+    monkeypatch.setattr(data, "ROOT", os.path.dirname(demo_corpus))
     monkeypatch.setattr(sys, "argv", [f"{name}.py"])
     runpy.run_path(os.path.join(ROOT, f"{name}.py"), run_name="__main__")
-    first = {"analyzer": f"{demo_corpus}/train.bin: ", "scheduler": "d(t): percentile",
-             "sampler": f"{demo_corpus}/train.bin: ", "random_ltd": "2 samples of T = 64"}
+    first = {"analyzer": f"corpus{os.sep}train.bin: ", "scheduler": "d(t): percentile",
+             "sampler": f"corpus{os.sep}train.bin: ", "random_ltd": "2 samples of T = 64"}
     out = capsys.readouterr().out
     assert out.startswith(first[name])
     assert not os.path.exists(os.path.join(demo_corpus, "index"))  # no cache: the stage below

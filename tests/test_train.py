@@ -493,7 +493,9 @@ def test_the_summary_says_the_domain_mix_and_the_end_only_what_ran(domain_corpus
 
 def test_the_end_of_a_run_does_not_read_train_bin_again(corpus, tmp_path, monkeypatch, capsys):
     """The done: line's unigram entropy is meta.json's (data.py counted the tokens as it wrote
-    them); it was computed from all of train.bin again after the last step (minutes on 18 GB)."""
+    them); it was computed from all of train.bin again after the last step (minutes on 18 GB).
+    The first line names the corpus by fingerprint and the Python its standard library came from
+    (numbers of two runs compare only on one corpus)."""
     opened, real_end, real_memmap, real_open = [], train.print_end, np.memmap, builtins.open
 
     def spied_end(out):  # what main does after training, every file it opens seen
@@ -504,12 +506,14 @@ def test_the_end_of_a_run_does_not_read_train_bin_again(corpus, tmp_path, monkey
 
     monkeypatch.setattr(train, "print_end", spied_end)
     out = main_out(capsys, *argv_for(corpus, tmp_path, "--max_iters=2"))
-    entropy = data.load_meta(corpus)["unigram_entropy"]
-    assert f"(unigram entropy of the data {entropy:.4f});" in out
+    meta = data.load_meta(corpus)
+    assert f"(unigram entropy of the data {meta['unigram_entropy']:.4f});" in out
+    assert f" (corpus {meta['fingerprint'][:12]}): " in out  # the first line names the corpus
     older = nanogpt_copy(corpus, tmp_path / "older")  # a corpus prepared before meta.json held it
-    meta = {k: v for k, v in data.load_meta(corpus).items() if k != "unigram_entropy"}
+    meta = {k: v for k, v in meta.items() if k != "unigram_entropy"} | {"python": "3.99.1"}
     open(os.path.join(older, "meta.json"), "w").write(json.dumps(meta))
     out = main_out(capsys, *argv_for(older, tmp_path / "o2", "--max_iters=2"))
+    assert f" (corpus {meta['fingerprint'][:12]}, from Python 3.99.1): " in out  # its stdlib's
     done = [line for line in out.splitlines() if line.startswith("done:")]
     assert len(done) == 1 and "entropy" not in done[0] and "val loss" in done[0]  # no parenthetical
     assert [f for f in opened if str(f).endswith("train.bin")] == []
