@@ -53,7 +53,7 @@ from exercises import EXERCISES
 from exercises.flagsets import FLAG_SETS, argv_of
 from exercises.replay import DRAWS, Tape, Wrong, replay
 from exercises.swaps import (LearnerError, Patch, Watch, learner_swaps, project_root, ran,
-                             stubs_line)
+                             reference, stubs_line)
 
 RUN_DIR = "out-compare"  # the compare's own runs and logs, replaced on each compare
 SPREAD_SEEDS = 3  # other seeds of the reference, for the spread of its val loss

@@ -28,7 +28,6 @@ But:
 
 import functools
 import hashlib
-import importlib
 import inspect
 import json
 import math
@@ -161,6 +160,7 @@ class Tape:
     def swaps(self):
         """[(n, name, the reference's, recorded)] for all 13, for exercises.swaps.install."""
         from exercises import EXERCISES
+        from exercises.swaps import reference
 
         out = []
         for n, concept, name in EXERCISES:
