@@ -67,6 +67,7 @@ import json
 import math
 import os
 import re
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,8 +79,7 @@ from experiments.runs import check_passes, cli, finished_runs, flag, numbers, ru
 from experiments.runs import seed_list
 from model import GPT, GPTConfig
 from random_ltd import layer_tokens
-from sampler import SEQLEN_METRICS
-from scheduler import CurriculumScheduler, RandomLTDScheduler
+from sampler import SEQLEN_METRICS, CurriculumSampler
 from services import ds_config, index
 from support.launch import opt
 
@@ -192,9 +192,9 @@ class GridConfig:
 
 
 def planned_steps(args):
-    """Optimizer steps a train.py run (its flags args) takes to its budget, from its schedules.
-
-    Step t trains G rows of the curriculum length s_t = d(t + 1) (DeepSpeed's clock, sampler.py),
+    """Optimizer steps a train.py run (its flags args) takes to its budget, from its schedules:
+    train.py's own budget(), given a sampler with no tokens (its lengths and rows) and the
+    model's layer count. Step t trains G rows of the curriculum length s_t = d(t + 1) (DeepSpeed's clock, sampler.py),
     kept length r_t = min(r(t), s_t) in n of L layers; the run stops once effective tokens reach
     --max_tokens (train.py's loop):
 
@@ -206,19 +206,23 @@ def planned_steps(args):
     """
     cfg = train.parse_args(args)
     G = cfg.global_batch_size or cfg.batch_size  # one process
-    metrics, ltd = ds_config.from_flags(cfg, G)
-    seqlen = [CurriculumScheduler(e) for name, e in metrics.items() if name in SEQLEN_METRICS]
-    kept = RandomLTDScheduler(ltd["random_ltd_schedule"]) if ltd else None
-    n_ltd = (len(ltd["random_ltd_layer_id"]) or cfg.n_layer - 2) if ltd else 0  # model's 1..L-2
-    total, t = 0, 0  # layer-tokens so far, steps taken
-    while total / cfg.n_layer < cfg.max_tokens:  # train.py's float test
-        # subtle: the batch of step t has the length d(t + 1) (DeepSpeed counts the step first)
-        s = int(seqlen[0].get_difficulty(t + 1)) if seqlen else cfg.block_size
-        r = min(kept.get_value(t), s) if kept else None
-        rows = G * (cfg.block_size // s) if "seqlen_reshape" in metrics else G  # T // s rows each
-        total += layer_tokens(rows, s, r, cfg.n_layer, n_ltd)  # rows * (s * (L - n) + r * n)
-        t += 1
-    return t
+    metrics, ltd = ds_config.data_efficiency(cfg, G, [])
+    lengths = {name: e for name, e in metrics.items() if name in SEQLEN_METRICS}
+    sampler = CurriculumSampler(Windows(cfg.block_size), G, lengths)  # its lengths, its rows
+    n_ltd = len(ltd.layers or range(1, cfg.n_layer - 1)) if ltd else 0  # the model's default
+    layers = types.SimpleNamespace(layer_tokens=lambda B, s, r: layer_tokens(
+        B, s, r, cfg.n_layer, n_ltd))  # what train.budget asks of the model
+    return train.budget(cfg, sampler, ltd, layers)[0]
+
+
+class Windows:
+    """No tokens, one window of T: all a CurriculumSampler needs to give lengths and rows."""
+
+    def __init__(self, T):
+        self.block_size = T
+
+    def __len__(self):
+        return 1
 
 
 def arm_args(spec, name, f, lr, s=Settings()):
