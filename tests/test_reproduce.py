@@ -444,13 +444,13 @@ def test_the_whole_pipeline_on_the_tiny_size(tiny_corpus, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_failed_run_stops_the_grid_in_one_line(tiny_corpus, tmp_path, monkeypatch, capsys):
-    """One run made to fail in its process (a dropping layer the 3-layer model lacks, refused by
-    train.py's setup): one error line naming the run, its error and its log, which holds the
-    traceback; the grid stops; exit 1."""
+    """One run made to fail in its process (float16 on a CPU, refused by train.py's set-up, which
+    the grid's checks before any run cannot see): one error line naming the run, its error and its
+    log, which holds the traceback; the grid stops; exit 1."""
     real = reproduce.arm_args
 
     def random_ltd_fails(spec, name, f, lr, *settings):
-        bad = ["--ltd_layers=7"] if name == "random-LTD" and f == 1 else []
+        bad = ["--dtype=float16"] if name == "random-LTD" and f == 1 else []
         return real(spec, name, f, lr, *settings) + bad
 
     monkeypatch.setattr(reproduce, "arm_args", random_ltd_fails)
@@ -461,9 +461,12 @@ def test_a_failed_run_stops_the_grid_in_one_line(tiny_corpus, tmp_path, monkeypa
     log = tmp_path / "size_tiny" / f"random-LTD_lr{lr:g}_f1_s1" / "train.log"
     assert e.value.code == 1 and err.count("\n") == 1
     assert err.startswith(f"error: size tiny: random-LTD, 100% budget, lr {lr:g}, seed 1 failed "
-                          "(ValueError: random-LTD needs dropping layers inside 0..2 (got [7])")
+                          "(ValueError: --dtype=float16 is for CUDA")
     assert err.endswith(f"; its log: {log}\n") and "Traceback" in log.read_text()
     assert len(list(tmp_path.glob("size_tiny/*/train.log"))) < 10  # of 20: the grid stopped
+    bad = real(reproduce.SIZES["tiny"], "random-LTD", 1, lr) + ["--ltd_layers=7"]
+    with pytest.raises(ValueError, match=r"dropping layers inside 0..2 \(got \[7\]\)"):
+        reproduce.planned_steps(bad)  # what the checks before any run do see: train.py's own
 
 
 @pytest.mark.slow
