@@ -386,6 +386,7 @@ def train(cfg, given=None):
                           dtype, world_size, lr_schedule)
             n_eval = min(cfg.eval_samples, len(val_data))
             eval_ids = np.arange(n_eval) * (len(val_data) // n_eval)  # evenly spread, the same
+            accum = sampler.G // (cfg.batch_size * world_size)  # micro-steps per optimizer step
             start = dict(state)
 
             # -------------------------------------------------------------------------
@@ -421,8 +422,8 @@ def train(cfg, given=None):
                     batch = batch.pin_memory().to(device, non_blocking=True)
                 s = batch.size(1) - 1
                 r = kept_length(ltd, n, s)  # random-LTD's r(t), at the step itself
-                loss = train_step(model, raw_model, optimizer, scaler, ctx, batch, r, gen,
-                                  sampler.G // (cfg.batch_size * world_size), cfg.grad_clip)
+                loss = train_step(model, raw_model, optimizer, scaler, ctx, batch, r, gen, accum,
+                                  cfg.grad_clip)
                 rows = batch.size(0) * world_size
                 state["raw_tokens"] += rows * s
                 state["layer_tokens"] += raw_model.layer_tokens(rows, s, r)  # the clock

@@ -194,9 +194,9 @@ class GridConfig:
 def planned_steps(args):
     """Optimizer steps a train.py run (its flags args) takes to its budget, from its schedules:
     train.py's own budget(), given a sampler with no tokens (its lengths and rows) and the
-    model's layer count. Step t trains G rows of the curriculum length s_t = d(t + 1) (DeepSpeed's clock, sampler.py),
-    kept length r_t = min(r(t), s_t) in n of L layers; the run stops once effective tokens reach
-    --max_tokens (train.py's loop):
+    model's layer count. Step t trains G rows of the curriculum length s_t = d(t + 1)
+    (DeepSpeed's clock, sampler.py), kept length r_t = min(r(t), s_t) in n of L layers; the run
+    stops once effective tokens reach --max_tokens:
 
         effective tokens after step t = sum over steps <= t of G * (s * (L - n) + r * n) / L
 
