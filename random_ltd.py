@@ -155,10 +155,13 @@ def demo(B=2, T=64, r=16, n_layer=4, seed=0):
     print(f"token-layers of this one step, r = {r} of {T}: {B} * ({T} * {n_layer - n} + {r} * {n}) "
           f"= {ltd:,} of {dense:,} dense: {1 - ltd / dense:.1%} saved (layer_tokens)")
     # a whole run saves less, as r grows to T: train.py's default run (T 128, 4 layers, 1500
-    # steps) with --random_ltd keeps r(t) = 32 + 96 * t / 900 tokens, down to a multiple of 8,
-    # then 128 (scheduler.py's RandomLTDScheduler, its linear form inlined: this file stands alone)
-    kept = [min(128, (32 + 96 * t // 900) // 8 * 8) for t in range(1500)]
-    run = sum(layer_tokens(1, 128, k, 4, 2) for k in kept) / (1500 * 128 * 4)  # of dense
+    # steps) with --random_ltd, its kept length from scheduler.py (32 -> 128 over 900 steps)
+    from scheduler import RandomLTDScheduler
+
+    sched = RandomLTDScheduler({"min_value": 32, "max_value": 128, "schedule_type": "fixed_linear",
+                                "schedule_config": {"require_steps": 900, "seq_per_step": 8}})
+    run = sum(layer_tokens(1, 128, sched.get_value(t), 4, 2) for t in range(1500))
+    run /= 1500 * 128 * 4  # of dense
     print(f"a whole run saves less: train.py's default 1500 steps with --random_ltd (r from 32 to "
           f"128 of T = 128 over the first 900): {1 - run:.1%} saved")
     print("rebuild it yourself: exercises 9-13 in exercises/random_ltd.py, then\n    python -m "
