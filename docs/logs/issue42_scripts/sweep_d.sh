@@ -4,11 +4,11 @@
 # falls below the curriculum's length). So: the tuned setting's 70% budgets with the baseline's, two
 # seeds (today's defaults at 70% are RESULTS 5.6's), then knob d (the curriculum's start). Knob c
 # (random-LTD's starting kept length) is left: a longer start drops less, toward the curriculum alone.
-cd /work/wt42 || exit 1
+cd ../wt42 || exit 1
 export OMP_NUM_THREADS=1
 while kill -0 28785 2>/dev/null; do sleep 10; done  # piece 7 (the curriculum alone) first
-L=/work/grid300_logs
-common="--jobs=2 --ratios=300 --out_dir=/work/grid300"
+L=../grid300_logs
+common="--jobs=2 --ratios=300 --out_dir=../grid300"
 python reproduce.py $common --fractions=0.7,1 --seeds=1337,1338 --cl_fracs=0.8 \
   > $L/sweep6_two_seeds.log 2>&1
 python reproduce.py $common --fractions=1 --seeds=1337 --cl_starts=0.25:4,1:8,4:32 \
