@@ -185,9 +185,10 @@ def get_data(cfg, rank, local_rank, world_size, notes, saved):
         lambda: ensure_index(train_data.path, cfg.block_size, names, index_dir), rank, local_rank)
     index = load_index(index_dir, cfg.block_size, names)
     if cfg.domain_weights:  # AutoScale's mixtures: exact rows of each domain in every batch
+        domains = window_domains(train_data)
         weights = domain_weights(cfg.domain_weights, meta.get("domains", []))
-        sampler = DomainSampler(train_data, G, window_domains(train_data), weights, metrics, index,
-                                cfg.seed, rank, world_size)
+        sampler = DomainSampler(train_data, G, domains, weights, metrics, index, cfg.seed, rank,
+                                world_size)
     else:
         sampler = CurriculumSampler(train_data, G, metrics, index, cfg.seed, rank, world_size)
     return sampler, val_data, ltd, meta
@@ -199,7 +200,7 @@ def get_data(cfg, rank, local_rank, world_size, notes, saved):
 
 def get_model(cfg, meta, ltd, sampler, device, dtype, rank):
     """-> (the model that runs the step: compiled and/or DDP-wrapped, the raw GPT, AdamW, the loss
-    scaler (float16 only), the generator of this rank's kept tokens)."""
+    scaler (float16 only), the generator of this rank's kept tokens, the autocast context)."""
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     ltd_layers = tuple(ltd.layers) if ltd and ltd.layers else None  # None: layers 1 .. L-2
     raw_model = GPT(GPTConfig(block_size=cfg.block_size, vocab_size=meta["vocab_size"],
@@ -211,25 +212,16 @@ def get_model(cfg, meta, ltd, sampler, device, dtype, rank):
     gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 + rank)  # and kept tokens
     optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate,
                                                (cfg.beta1, cfg.beta2), device_type, cfg.eps)
-    scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
     model = raw_model
     if cfg.compile:  # shapes change when s or r follow a schedule
         model = compile_model(raw_model, bool(ltd) or sampler.seqlen_name is not None)
     if dist.is_initialized():
         model = DDP(model, device_ids=[int(device[5:])] if device != "cpu" else None)
-    return model, raw_model, optimizer, scaler, gen
-
-
-def run_settings(cfg, sampler, ltd, raw_model, meta, lr_schedule):
-    """What shapes a run, so a resume must find it unchanged: corpus, model, batch, seed,
-    schedules, LR, optimizer (the checkpoint names each one that differs)."""
-    return {"corpus": meta["fingerprint"], "model": asdict(raw_model.config), "seed": cfg.seed,
-            "global_batch_size": sampler.G,
-            "curricula": {n: s.config for n, s in sampler.schedules.items()},
-            "random_ltd": ltd and ltd.config, "random_ltd_layers": sorted(raw_model.ltd_layers),
-            "domain_weights": cfg.domain_weights,
-            "lr_schedule": [cfg.learning_rate, cfg.min_lr, *lr_schedule[1:]],
-            "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
+    scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
+    ctx = nullcontext()  # float32; else autocast to the precision
+    if dtype != "float32":
+        ctx = torch.autocast(device_type, dtype=getattr(torch, dtype))
+    return model, raw_model, optimizer, scaler, gen, ctx
 
 
 # -----------------------------------------------------------------------------
@@ -247,6 +239,31 @@ def budget(cfg, sampler, ltd, model):
         total += model.layer_tokens(sampler.rows(t), s, kept_length(ltd, t, s))
         t += 1
     return t, min(total / cfg.n_layer, cfg.max_tokens or math.inf)
+
+
+def plan(cfg, sampler, ltd, model, meta, saved, notes):
+    """-> (the run's optimizer steps, its LR schedule (a dense step, warmup end, decay end, in
+    effective tokens), the settings a resume must find unchanged: corpus, model, batch, seed,
+    schedules, LR, optimizer; the checkpoint names each one that differs). saved: a checkpoint's
+    settings, whose LR schedule a resumed run keeps (a longer budget does not stretch the decay)."""
+    max_steps, max_tokens = budget(cfg, sampler, ltd, model)
+    step_tokens = sampler.G * cfg.block_size  # a dense step
+    lr_schedule = (step_tokens, cfg.warmup_iters * step_tokens,
+                   cfg.lr_decay_iters * step_tokens or max_tokens)
+    if saved:
+        lr_schedule = (step_tokens, *saved["lr_schedule"][2:])
+    elif lr_schedule[1] >= max_tokens or lr_schedule[2] > max_tokens:
+        notes.append(f"the LR schedule (warmup to {lr_schedule[1]:,}, decay to "
+                     f"{lr_schedule[2]:,.0f} effective tokens) does not end before this run's "
+                     f"budget ({max_tokens:,.0f}): its last steps stay above min_lr")
+    settings = {"corpus": meta["fingerprint"], "model": asdict(model.config), "seed": cfg.seed,
+                "global_batch_size": sampler.G,
+                "curricula": {n: s.config for n, s in sampler.schedules.items()},
+                "random_ltd": ltd and ltd.config, "random_ltd_layers": sorted(model.ltd_layers),
+                "domain_weights": cfg.domain_weights,
+                "lr_schedule": [cfg.learning_rate, cfg.min_lr, *lr_schedule[1:]],
+                "optimizer": [cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.grad_clip]}
+    return max_steps, lr_schedule, settings
 
 
 def kept_length(ltd, step, s):
@@ -340,40 +357,24 @@ def train(cfg, given=None):
                                                            signals):
         with checkpoint.run_dir(cfg) if rank == 0 else nullcontext():  # one trainer per out_dir
             ckpt = checkpoint.load_checkpoint(ckpt_path) if cfg.resume else None
+            saved = ckpt and ckpt["settings"]
             if ckpt:  # the checkpoint's settings, the flags given where they may differ
                 cfg, more = checkpoint.resumed_config(ckpt["config"], cfg, given, ckpt_path)
                 notes += more
             if cfg.threads:  # subtle: after --resume, which keeps the first run's --threads
                 torch.set_num_threads(cfg.threads)
-            # process, device and precision
+            # the precision, the data, the model and optimizer, the run's length and LR schedule
             dtype, note = launch.resolve_dtype(cfg.dtype, device, ds_config.precision_key(cfg))
             notes += [note] if note else []
-            device_type = device.split(":")[0]
-            ctx = nullcontext()  # float32; else autocast to the precision
-            if dtype != "float32":
-                ctx = torch.autocast(device_type, dtype=getattr(torch, dtype))
-            # data
-            sampler, val_data, ltd, meta = get_data(cfg, rank, local_rank, world_size, notes,
-                                                    ckpt and ckpt["settings"])
-            # model and optimizer
-            model, raw_model, optimizer, scaler, gen = get_model(cfg, meta, ltd, sampler, device,
-                                                                 dtype, rank)
-            # the run's length and its learning-rate schedule, on the effective-token clock
-            max_steps, max_tokens = budget(cfg, sampler, ltd, raw_model)
-            step_tokens = sampler.G * cfg.block_size  # a dense step
-            lr_schedule = (step_tokens, cfg.warmup_iters * step_tokens,
-                           cfg.lr_decay_iters * step_tokens or max_tokens)
-            if ckpt:  # as checkpointed: a longer budget does not stretch the decay
-                lr_schedule = (step_tokens, *ckpt["settings"]["lr_schedule"][2:])
-            elif lr_schedule[1] >= max_tokens or lr_schedule[2] > max_tokens:
-                notes.append(f"the LR schedule (warmup to {lr_schedule[1]:,}, decay to "
-                             f"{lr_schedule[2]:,.0f} effective tokens) does not end before this "
-                             f"run's budget ({max_tokens:,.0f}): its last steps stay above min_lr")
-            # what a checkpoint holds, and what a resume must find unchanged
+            sampler, val_data, ltd, meta = get_data(cfg, rank, local_rank, world_size, notes, saved)
+            model, raw_model, optimizer, scaler, gen, ctx = get_model(cfg, meta, ltd, sampler,
+                                                                      device, dtype, rank)
+            max_steps, lr_schedule, settings = plan(cfg, sampler, ltd, raw_model, meta, saved,
+                                                    notes)
+            # what a checkpoint holds; a resumed run loads it and goes on
             parts = {"model": raw_model, "optimizer": optimizer, "scaler": scaler,
                      "sampler": sampler}
-            settings = run_settings(cfg, sampler, ltd, raw_model, meta, lr_schedule)
-            where = f"{device_type} ({dtype})"  # a resume may change it
+            where = f"{device.split(':')[0]} ({dtype})"  # a resume may change it
             state = {"iter_num": 0, "raw_tokens": 0, "layer_tokens": 0}
             if ckpt:
                 state = checkpoint.resume(ckpt, parts, settings, gen, rank, world_size, where,
@@ -390,31 +391,12 @@ def train(cfg, given=None):
             start = dict(state)
 
             # -------------------------------------------------------------------------
-            # the loop: until the budget's last step, evaluating and checkpointing on the way
+            # the loop: a step, its log line, then an evaluation and checkpoint when due
             out = {"losses": [], "lrs": [], "evals": [], "val_loss": None, "eval_time": 0.0}
             pending, t0 = [], time.time()
-            while True:
+            while state["iter_num"] < max_steps:
                 n = state["iter_num"]
-                eff = state["layer_tokens"] / cfg.n_layer  # effective tokens so far
-                done = n >= max_steps
-                if (n % cfg.eval_interval == 0 and n > start["iter_num"]) or done:
-                    t_eval = time.time()
-                    out["val_loss"] = estimate_loss(model, val_data, eval_ids, cfg.batch_size, ctx)
-                    out["evals"].append((eff, out["val_loss"]))
-                    out["eval_time"] += time.time() - t_eval  # reproduce.py leaves it out
-                    print0(f"step {n}: val loss {out['val_loss']:.4f}, effective tokens {eff:,.0f}")
-                    if cfg.save_checkpoint and n > 0:
-                        checkpoint.save(ckpt_path, parts, state, gen, rank, settings, cfg, where)
-                stop = None if done else launch.stop_requested(signals, device,
-                                                                   n % cfg.log_interval == 0)
-                if stop and n > start["iter_num"]:  # a checkpoint even without --save_checkpoint
-                    checkpoint.save(ckpt_path, parts, state, gen, rank, settings, cfg, where)
-                    raise launch.Stopped(f"stopped by {stop} at iter {n}; checkpoint: "
-                                             f"{ckpt_path}; continue with: "
-                                             f"{checkpoint.resume_command(cfg.out_dir)}")
-                if done:
-                    break
-                lr = get_lr(eff, cfg, lr_schedule)
+                lr = get_lr(state["layer_tokens"] / cfg.n_layer, cfg, lr_schedule)
                 for g in optimizer.param_groups:
                     g["lr"] = lr
                 batch = torch.from_numpy(sampler.next_batch(n))  # (rows, s+1), this rank's
@@ -422,28 +404,45 @@ def train(cfg, given=None):
                     batch = batch.pin_memory().to(device, non_blocking=True)
                 s = batch.size(1) - 1
                 r = kept_length(ltd, n, s)  # random-LTD's r(t), at the step itself
-                loss = train_step(model, raw_model, optimizer, scaler, ctx, batch, r, gen, accum,
-                                  cfg.grad_clip)
+                pending.append(train_step(model, raw_model, optimizer, scaler, ctx, batch, r, gen,
+                                          accum, cfg.grad_clip))
+                out["lrs"].append(lr)
                 rows = batch.size(0) * world_size
                 state["raw_tokens"] += rows * s
                 state["layer_tokens"] += raw_model.layer_tokens(rows, s, r)  # the clock
                 state["iter_num"] = n = n + 1
-                pending.append(loss)
-                out["lrs"].append(lr)
                 if n % cfg.log_interval == 0:
                     out["losses"] += torch.stack(pending).tolist()  # one device-to-host copy
                     dt = (time.time() - t0) / cfg.log_interval
                     pending, t0 = [], time.time()
-                    print0(log_line(cfg, sampler, ltd, state, n, out["losses"][-1], lr, dt, s, r))
+                    d = sampler.difficulties(n - 1)  # of the batch just trained, step n - 1
+                    loss = out["losses"][-1]
+                    print0(log_line(cfg, sampler, ltd, state, n, d, loss, lr, dt, s, r))
+                eff = state["layer_tokens"] / cfg.n_layer  # effective tokens so far
+                if n % cfg.eval_interval == 0 or n == max_steps:
+                    t_eval = time.time()
+                    out["val_loss"] = estimate_loss(model, val_data, eval_ids, cfg.batch_size, ctx)
+                    out["evals"].append((eff, out["val_loss"]))
+                    out["eval_time"] += time.time() - t_eval  # reproduce.py leaves it out
+                    print0(f"step {n}: val loss {out['val_loss']:.4f}, effective tokens {eff:,.0f}")
+                    if cfg.save_checkpoint:
+                        checkpoint.save(ckpt_path, parts, state, gen, rank, settings, cfg, where)
+                stop = n < max_steps and launch.stop_requested(signals, device,
+                                                               n % cfg.log_interval == 0)
+                if stop:  # a checkpoint even without --save_checkpoint
+                    checkpoint.save(ckpt_path, parts, state, gen, rank, settings, cfg, where)
+                    raise launch.Stopped(f"stopped by {stop} at iter {n}; checkpoint: "
+                                         f"{ckpt_path}; continue with: {resume}")
             out["losses"] += torch.stack(pending).tolist() if pending else []
     if cfg.compile:
         print0(f"torch.compile: {torch._dynamo.utils.counters['stats']['unique_graphs']} "
                "compilations")
     return {**out, "iter_num": state["iter_num"], "raw_tokens": state["raw_tokens"],
             "effective_tokens": state["layer_tokens"] / cfg.n_layer, "time": time.time() - t_start,
-            "dense_tokens": state["iter_num"] * step_tokens, "meta": meta, "model": raw_model,
-            "cfg": cfg, "start_iter": start["iter_num"], "start_raw_tokens": start["raw_tokens"],
-            "train_data": sampler.windows, "val_data": val_data}
+            "dense_tokens": state["iter_num"] * sampler.G * cfg.block_size, "meta": meta,
+            "model": raw_model, "cfg": cfg, "start_iter": start["iter_num"],
+            "start_raw_tokens": start["raw_tokens"], "train_data": sampler.windows,
+            "val_data": val_data}
 
 
 # -----------------------------------------------------------------------------
@@ -493,11 +492,10 @@ def print_summary(cfg, sampler, val_data, ltd, model, meta, notes, max_steps, de
         print0(f"random-LTD on layers {sorted(model.ltd_layers)}: kept length {at}")
 
 
-def log_line(cfg, sampler, ltd, state, n, loss, lr, dt, s, r):
-    """nanoGPT's log line, plus the curricula (with the pool they admit), the kept length and the
-    saving, only when they are on."""
+def log_line(cfg, sampler, ltd, state, n, d, loss, lr, dt, s, r):
+    """nanoGPT's log line, plus the curricula (at difficulties d, with the pool they admit), the
+    kept length and the saving, only when they are on."""
     line = f"iter {n}: loss {loss:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms"
-    d = sampler.difficulties(n - 1)  # the batch just trained: step n - 1
     for c in sampler.curricula:
         line += f", {c.name} {d[c.name]}"
     if sampler.curricula:  # the pool they admitted
