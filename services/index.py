@@ -326,10 +326,9 @@ def recorded_scan(data_dir, racy_s=2.0):
     unchanged."""
     ids = file_identity(data_dir)
     key = (os.path.realpath(data_dir), json.dumps(ids))
-    scan, why = _hashed.get(key), None
-    if scan is None:
-        scan, why = why_rescan(data_dir, ids)
+    scan, why = (_hashed[key], None) if key in _hashed else why_rescan(data_dir, ids)
     if scan is not None:
+
         return scan
     n = sum(size // 2 for size, *_ in ids.values())
     say(f"hashing {data_dir} ({n:,} tokens: {why})")
