@@ -248,6 +248,9 @@ class Progress(tqdm):
     tokens/s, 9 s left'; total 0, after 5 s -> 'sorting: 5 s so far'.
     subtle: tqdm alone cannot: in a pipe its bar is one line rewritten with carriage returns."""
 
+    monitor_interval = 0  # subtle: no tqdm monitor thread, which would run while workers fork
+
+
     def __init__(self, desc, total=0, verbose=True):
         terminal = sys.stdout.isatty() and sys.stderr.isatty()  # tqdm's bar goes to stderr
         self.lines = verbose and not terminal  # else the bar (or nothing: verbose=False)
