@@ -39,9 +39,8 @@ ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpe
 
 NUM = (int, float)
 POS = "positive"
-SCHEDULE = {"total_curriculum_step": POS, "difficulty_step": POS, "root_degree": POS,
-            "difficulty": list, "max_step": list, "require_steps": POS, "seq_per_step": POS,
-            "pacing": str}
+SCHEDULE = {"total_curriculum_step": POS, "difficulty_step": POS, "root_degree": POS, "pacing": str,
+            "difficulty": list, "max_step": list, "require_steps": POS, "seq_per_step": POS}
 ENTRY = {"difficulty_type": str, "min_difficulty": NUM, "max_difficulty": NUM,
          "schedule_type": str, "schedule_config": SCHEDULE}
 LTD_SCHEDULE = {"min_value": NUM, "max_value": NUM, "schedule_type": str,
@@ -110,10 +109,11 @@ def load(path):
         raise ValueError(f"--config {path} must hold a JSON object, got {type(ds).__name__}")
     legacy = ds.get("curriculum_learning")
     if isinstance(legacy, dict) and legacy.get("enabled"):
-        raise ValueError("--config has DeepSpeed's legacy top-level curriculum_learning; "
-                         "move it to data_efficiency.data_sampling.curriculum_learning"
-                         ".curriculum_metrics.seqlen_truncate "
-                         "(see examples/ds_config_cl_ltd.json)")
+        raise ValueError("--config has DeepSpeed's legacy top-level curriculum_learning; move it "
+                         "to data_efficiency.data_sampling.curriculum_learning.curriculum_metrics"
+                         ".seqlen_truncate (see examples/ds_config_cl_ltd.json)")
+
+
     check_schema(ds, SCHEMA, "the top level", top=True)
     return ds
 
