@@ -250,7 +250,6 @@ class Progress(tqdm):
 
     monitor_interval = 0  # subtle: no tqdm monitor thread, which would run while workers fork
 
-
     def __init__(self, desc, total=0, verbose=True):
         terminal = sys.stdout.isatty() and sys.stderr.isatty()  # tqdm's bar goes to stderr
         self.lines = verbose and not terminal  # else the bar (or nothing: verbose=False)
@@ -331,7 +330,6 @@ def recorded_scan(data_dir, racy_s=2.0):
     key = (os.path.realpath(data_dir), json.dumps(ids))
     scan, why = (_hashed[key], None) if key in _hashed else why_rescan(data_dir, ids)
     if scan is not None:
-
         return scan
     n = sum(size // 2 for size, *_ in ids.values())
     say(f"hashing {data_dir} ({n:,} tokens: {why})")
