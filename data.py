@@ -158,12 +158,11 @@ def load_meta(data_dir, vocab_size=None, scan=None):
         raise ValueError(f"{data_dir} holds no train.bin: it is not a prepared corpus; "
                          f"prepare it with python data.py {data_dir} --out_dir=data/NAME, "
                          "then pass --data_dir=data/NAME")
+    source = "meta.json max_token_id" if os.path.exists(path) else "its token files"
     if not os.path.exists(path):  # the vocabulary first: its one line comes before a long read
         meta = nanogpt_meta(data_dir, vocab_size)
         meta.update((scan or scan_bins)(data_dir))  # one line for a missing, empty or odd file
-        source = "its token files"
     else:
-        source = "meta.json max_token_id"
         try:
             with open(path) as f:
                 meta = json.load(f)
@@ -192,12 +191,11 @@ def nanogpt_meta(data_dir, vocab_size=None):
     if os.path.exists(path):
         with open(path, "rb") as f:
             pkl = _PlainUnpickler(f).load()
-        if vocab_size not in (None, pkl["vocab_size"]):
-            raise ValueError(f"--vocab_size={vocab_size} but {path} says {pkl['vocab_size']}; "
-                             "drop the flag")
-        meta["vocab_size"] = pkl["vocab_size"]
+        V = meta["vocab_size"] = pkl["vocab_size"]
+        if vocab_size not in (None, V):
+            raise ValueError(f"--vocab_size={vocab_size} but {path} says {V}; drop the flag")
         if "itos" in pkl:  # {id: str} of nanoGPT's char-level datasets
-            meta["itos"] = [pkl["itos"][i] for i in range(pkl["vocab_size"])]
+            meta["itos"] = [pkl["itos"][i] for i in range(V)]
     if meta["vocab_size"] is None:
         raise ValueError(f"{data_dir} holds nanoGPT's train.bin/val.bin but no meta.json nor "
                          "meta.pkl; pass its tokenizer's --vocab_size (e.g. 50257 for GPT-2 BPE)")
@@ -224,10 +222,8 @@ def scan_bins(data_dir, chunk=1 << 20, bar=None):
     buf = np.empty(chunk, dtype=np.uint16)  # subtle: one reused buffer, and read(), not np.memmap:
     for split in ("train", "val"):  # a mapping's pages count as this process's memory once touched
         path = os.path.join(data_dir, f"{split}.bin")
-        # one line for a missing, empty or odd-length file
-        meta[f"{split}_tokens"] = n_tokens(path)
-        counts = np.zeros(1 << 16, dtype=np.int64)
-        split_hash = hashlib.sha256()
+        meta[f"{split}_tokens"] = n_tokens(path)  # one line for a missing, empty or odd file
+        counts, split_hash = np.zeros(1 << 16, dtype=np.int64), hashlib.sha256()
         with open(path, "rb") as f:
             while n_bytes := f.readinto(buf):
                 tokens = buf[: n_bytes // 2]
@@ -236,6 +232,8 @@ def scan_bins(data_dir, chunk=1 << 20, bar=None):
                 split_hash.update(tokens)  # the same digest as hashing the whole file at once
                 if bar:
                     bar.update(len(tokens))
+
+
         meta["max_token_id"] = max(meta["max_token_id"], int(np.flatnonzero(counts)[-1]))
         h.update(split_hash.digest())
         if split == "train":
@@ -260,9 +258,9 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction={val_fraction} must be between 0 and 1")
     names, kept, skipped = documents(paths, domains, installed, out_dir, verbose)
-    train, val, cuts = split_documents(kept, len(names or [None]), val_fraction, seed)
-    # bytes + EOTs
-    n_train, n_val = (sum(n for _, n in s) + max(len(s) - 1, 0) for s in (train, val))
+    n_domains = len(names or [None])
+    train, val, cuts = split_documents(kept, n_domains, val_fraction, seed)
+    n_train, n_val = (sum(n for _, n in s) + max(len(s) - 1, 0) for s in (train, val))  # + EOTs
     if min(n_train, n_val) < block_size + 1:
         raise ValueError(f"corpus too short: {n_train} train and {n_val} val tokens (val takes "
                          f"whole files), each split needs block_size+1 = {block_size + 1}; "
@@ -274,7 +272,7 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
         domain_tokens = {}
         for split, docs in (("train", train), ("val", val)):
             with open(os.path.join(tmp, f"{split}.bin"), "wb") as f:
-                domain_tokens[split] = write_tokens(f, docs, len(names or [None]), chunk_size)
+                domain_tokens[split] = write_tokens(f, docs, n_domains, chunk_size)
         source = "installed" if installed else "files" if paths or domains else "stdlib"
         meta = {"vocab_size": VOCAB_SIZE, "eot_id": EOT, "tokenizer": "bytes",
                 **scan_bins(tmp, chunk_size), "source": source, "n_documents": len(kept),
@@ -294,6 +292,8 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
     finally:
         # the old corpus, or a failed build (and out_dir back if the second rename failed)
         _clean_up(out_dir)
+
+
     if verbose:
         print(f"wrote {out_dir}: {meta['n_documents']} documents, "
               f"{meta['train_tokens']:,} train, {meta['val_tokens']:,} val")

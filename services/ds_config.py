@@ -39,9 +39,8 @@ ALIASES = {"vocabularyrarity": "vocab_rarity", "voc": "vocab_rarity"}  # DeepSpe
 
 NUM = (int, float)
 POS = "positive"
-SCHEDULE = {"total_curriculum_step": POS, "difficulty_step": POS, "root_degree": POS,
-            "difficulty": list, "max_step": list, "require_steps": POS, "seq_per_step": POS,
-            "pacing": str}
+SCHEDULE = {"total_curriculum_step": POS, "difficulty_step": POS, "root_degree": POS, "pacing": str,
+            "difficulty": list, "max_step": list, "require_steps": POS, "seq_per_step": POS}
 ENTRY = {"difficulty_type": str, "min_difficulty": NUM, "max_difficulty": NUM,
          "schedule_type": str, "schedule_config": SCHEDULE}
 LTD_SCHEDULE = {"min_value": NUM, "max_value": NUM, "schedule_type": str,
@@ -64,30 +63,38 @@ SCHEMA = {"train_batch_size": POS, "train_micro_batch_size_per_gpu": POS,
           "gradient_accumulation_steps": POS, "gradient_clipping": NUM, "optimizer": OPTIMIZER,
           "scheduler": SCHEDULER, "fp16": PRECISION, "bf16": PRECISION, "bfloat16": PRECISION,
           "data_efficiency": DATA_EFFICIENCY}
+DTYPES = {"fp16": "float16", "bf16": "bfloat16", "bfloat16": "bfloat16"}  # DeepSpeed's -> --dtype
+WARMUP = ("WarmupLR", "WarmupDecayLR", "WarmupCosineLR")  # its schedulers with flags here
+# DeepSpeed's training keys -> our flags, in the order they apply (a later one wins: a scheduler's
+# warmup_max_lr over the optimizer's lr); scheduler.* only for a WARMUP type. Here warmup is linear
+# and the decay a cosine to min_lr, both on effective tokens; the steps map directly (a dense step
+# = one DeepSpeed step), the shapes are named in the note.
+FLAGS = {"train_batch_size": "global_batch_size", "train_micro_batch_size_per_gpu": "batch_size",
+         "gradient_clipping": "grad_clip", **{f"{p}.enabled": "dtype" for p in DTYPES},
+         "optimizer.params.lr": "learning_rate", "optimizer.params.eps": "eps",
+         "optimizer.params.weight_decay": "weight_decay", "optimizer.params.betas": "beta1,beta2",
+         "scheduler.params.warmup_num_steps": "warmup_iters",
+         "scheduler.params.total_num_steps": "lr_decay_iters",
+         "scheduler.params.warmup_max_lr": "learning_rate",
+         "scheduler.params.cos_min_ratio": "min_lr"}  # WarmupCosineLR's, times the peak LR
 # keys only DeepSpeed's implementation reads: accepted and ignored, at any depth
 DS_ONLY = {"index_to_sample_path", "index_to_metric_path", "data_cluster_path", "clustering_type",
            "model_mask_name", "model_type", "hidden_state_order", "num_workers", "num_epochs",
            "pin_memory"}
 # DeepSpeed's documented top-level keys that change training, with the value that means "off":
 # accepted, and named in a note when on (they are not applied here)
-NOT_APPLIED = {
-    "amp": None, "torch_autocast": None, "communication_data_type": None,
-    "seq_parallel_communication_data_type": None, "prescale_gradients": False,
-    "gradient_predivide_factor": 1.0, "gradient_allreduce_op": None, "sparse_gradients": False,
-    "sparse_attention": None, "progressive_layer_drop": None, "compression_training": None,
-    "quantize_training": None, "eigenvalue": None, "data_types": None, "elasticity": None,
-    "expert_parallel": None, "pipeline": None, "tensor_parallel": None,
-    "sequence_parallel_size": 1, "hybrid_engine": None, "weight_quantization": None}
+NOT_APPLIED = {**dict.fromkeys("""amp torch_autocast communication_data_type prescale_gradients
+    seq_parallel_communication_data_type gradient_allreduce_op sparse_gradients sparse_attention
+    progressive_layer_drop compression_training quantize_training eigenvalue data_types elasticity
+    expert_parallel pipeline tensor_parallel hybrid_engine weight_quantization""".split()),
+    "gradient_predivide_factor": 1.0, "sequence_parallel_size": 1}  # None: off (or false, {})
 # DeepSpeed's documented top-level keys for memory, speed, logging and I/O: accepted and ignored
-IGNORED = {
-    "zero_optimization", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
-    "activation_checkpointing", "aio", "autotuning", "checkpoint", "comet", "comms_logger",
-    "compile", "csv_monitor", "dataloader_drop_last", "datastates_ckpt", "disable_allgather",
-    "disable_python_gc", "dump_state", "flops_profiler", "graph_harvesting", "log_level",
-    "managed_gradient_accumulation", "memory_breakdown", "nebula", "steps_per_print",
-    "tensorboard", "timers", "use_data_before_expert_parallelism", "vocabulary_size",
-    "wall_clock_breakdown", "wandb"}
-
+IGNORED = set("""zero_optimization zero_allow_untested_optimizer zero_force_ds_cpu_optimizer aio
+    activation_checkpointing autotuning checkpoint comet comms_logger compile csv_monitor nebula
+    dataloader_drop_last datastates_ckpt disable_allgather disable_python_gc dump_state timers
+    flops_profiler graph_harvesting log_level managed_gradient_accumulation memory_breakdown wandb
+    steps_per_print tensorboard use_data_before_expert_parallelism vocabulary_size
+    wall_clock_breakdown""".split())
 
 
 def load(path):
@@ -102,10 +109,11 @@ def load(path):
         raise ValueError(f"--config {path} must hold a JSON object, got {type(ds).__name__}")
     legacy = ds.get("curriculum_learning")
     if isinstance(legacy, dict) and legacy.get("enabled"):
-        raise ValueError("--config has DeepSpeed's legacy top-level curriculum_learning; "
-                         "move it to data_efficiency.data_sampling.curriculum_learning"
-                         ".curriculum_metrics.seqlen_truncate "
-                         "(see examples/ds_config_cl_ltd.json)")
+        raise ValueError("--config has DeepSpeed's legacy top-level curriculum_learning; move it "
+                         "to data_efficiency.data_sampling.curriculum_learning.curriculum_metrics"
+                         ".seqlen_truncate (see examples/ds_config_cl_ltd.json)")
+
+
     check_schema(ds, SCHEMA, "the top level", top=True)
     return ds
 
@@ -120,12 +128,7 @@ def check_schema(obj, schema, where="the top level", top=False):
         if want is None:
             raise ValueError(f"unknown key {k!r} in {where} of --config; known: "
                              f"{', '.join(sorted(schema.keys() - {'*'}))}")
-        if isinstance(want, dict):
-            kind = dict
-        elif want == POS:
-            kind = NUM
-        else:
-            kind = want
+        kind = dict if isinstance(want, dict) else NUM if want == POS else want
         if not isinstance(v, kind) or (kind == NUM and isinstance(v, bool)):
             name = {dict: "an object {...}", list: "a list [...]", bool: "true or false",
                     str: "a string"}.get(kind, "a number")
@@ -153,74 +156,47 @@ def precision_key(cfg):
 
 
 def training(ds):
-    """{flag: (value, DeepSpeed key)} for the training keys of ds that have a flag here.
+    """{flag: (value, DeepSpeed key)} for the training keys of ds that have a flag here (FLAGS), in
+    FLAGS' order. DeepSpeed's Adam is AdamW unless adam_w_mode is false; its other optimizers and
+    schedulers are named in training_notes' note instead.
 
     {"optimizer": {"type": "Adam", "params": {"lr": 6e-4, "betas": [0.9, 0.95]}}}
     -> {"learning_rate": (6e-4, "optimizer.params.lr"), "beta1": (0.9, ...), "beta2": (0.95, ...)}
     """
-    out = {}
-    for key, flag in (("train_batch_size", "global_batch_size"),
-                      ("train_micro_batch_size_per_gpu", "batch_size"),
-                      ("gradient_clipping", "grad_clip")):
-        if key in ds:
-            out[flag] = (ds[key], key)
-    precisions = [p for p in ("fp16", "bf16", "bfloat16") if ds.get(p, {}).get("enabled")]
+    precisions = [p for p in DTYPES if ds.get(p, {}).get("enabled")]
     if len(precisions) > 1:
         raise ValueError(f"--config enables both {' and '.join(precisions)}; keep one")
-    if precisions:
-        p = precisions[0]
-        out["dtype"] = ("float16" if p == "fp16" else "bfloat16", f"{p}.enabled")
-    out.update(optimizer(ds.get("optimizer")))
-    out.update(scheduler(ds.get("scheduler"), out))
-    return out
-
-
-def optimizer(opt):
-    """DeepSpeed's Adam or AdamW (its Adam is AdamW unless adam_w_mode is false) -> our flags."""
-    if opt is None:
-        return {}
-    kind = opt.get("type", "")
-    params = opt.get("params", {})
-    if kind.lower() not in ("adam", "adamw") or params.get("adam_w_mode") is False:
-        raise ValueError(f"--config optimizer {kind!r} is not AdamW (the only optimizer here); "
-                         "use type Adam or AdamW, or drop the optimizer section")
+    opt, sched = ds.get("optimizer"), lookup(ds, "scheduler.type")
+    if opt is not None and (opt.get("type", "").lower() not in ("adam", "adamw")
+                            or lookup(opt, "params.adam_w_mode") is False):
+        raise ValueError(f"--config optimizer {opt.get('type', '')!r} is not AdamW (the only "
+                         "optimizer here); use type Adam or AdamW, or drop the optimizer section")
     out = {}
-    for key, flag in (("lr", "learning_rate"), ("eps", "eps"), ("weight_decay", "weight_decay")):
-        if key in params:
-            out[flag] = (params[key], f"optimizer.params.{key}")
-    betas = params.get("betas")
-    if betas is not None:
-        if len(betas) != 2 or not all(isinstance(b, NUM) for b in betas):
-            raise ValueError(f"--config optimizer.params.betas {betas} must be two numbers")
-        out["beta1"] = (betas[0], "optimizer.params.betas")
-        out["beta2"] = (betas[1], "optimizer.params.betas")
+    for key, flag in FLAGS.items():
+        value = lookup(ds, key)
+        if value is None or value is False or key.startswith("scheduler") and sched not in WARMUP:
+            continue
+        if flag == "dtype":  # fp16.enabled true -> float16
+            value = DTYPES[key.split(".")[0]]
+        if flag == "min_lr":  # min_lr = the peak LR * cos_min_ratio
+            if sched != "WarmupCosineLR" or "learning_rate" not in out:
+                continue
+            value *= out["learning_rate"][0]
+        if flag == "beta1,beta2":
+            if len(value) != 2 or not all(isinstance(b, NUM) for b in value):
+                raise ValueError(f"--config {key} {value} must be two numbers")
+            out.update(beta1=(value[0], key), beta2=(value[1], key))
+        else:
+            out[flag] = (value, key)
     return out
 
 
-def scheduler(sched, applied):
-    """DeepSpeed's warmup schedulers -> warmup and decay lengths in steps (and the peak LR).
-
-    Here warmup is linear and the decay a cosine to min_lr, both on effective tokens; the steps
-    map directly (a dense step = one DeepSpeed step), the shapes are named in the note.
-    """
-    if sched is None:
-        return {}
-    kind = sched.get("type")
-    params = sched.get("params", {})
-    out = {}
-    if kind not in ("WarmupLR", "WarmupDecayLR", "WarmupCosineLR"):
-        return {}  # named in the note of keys not applied
-    if "warmup_num_steps" in params:
-        out["warmup_iters"] = (params["warmup_num_steps"], "scheduler.params.warmup_num_steps")
-    if "total_num_steps" in params:
-        out["lr_decay_iters"] = (params["total_num_steps"], "scheduler.params.total_num_steps")
-    if "warmup_max_lr" in params:
-        out["learning_rate"] = (params["warmup_max_lr"], "scheduler.params.warmup_max_lr")
-    if kind == "WarmupCosineLR" and "cos_min_ratio" in params:
-        lr = out.get("learning_rate", applied.get("learning_rate", (None,)))[0]
-        if lr is not None:
-            out["min_lr"] = (lr * params["cos_min_ratio"], "scheduler.params.cos_min_ratio")
-    return out
+def lookup(ds, key):
+    """The value at a dotted key of ds, or None: "optimizer.params.lr" -> ds["optimizer"]["params"]
+    ["lr"]."""
+    for k in key.split("."):
+        ds = ds.get(k) if isinstance(ds, dict) else None
+    return ds
 
 
 def apply_training(cfg, ds, given):
@@ -254,7 +230,7 @@ def training_notes(ds, dtype):
             f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
             for flag, (value, _) in applied.items()))
     off = [k for k, v in NOT_APPLIED.items() if k in ds and on(ds[k], v)]
-    for p in ("fp16", "bf16", "bfloat16"):  # loss scaling here: torch's GradScaler, its defaults
+    for p in DTYPES:  # loss scaling here: torch's GradScaler, its defaults
         section = ds.get(p, {})
         if section.get("enabled"):  # loss_scale 0 is dynamic scaling, as GradScaler's
             off += [f"{p}.{k}" for k, v in section.items()
@@ -262,17 +238,16 @@ def training_notes(ds, dtype):
     params = ds.get("optimizer", {}).get("params", {})
     mapped = ("lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction")
     off += [f"optimizer.params.{k}" for k, v in params.items() if k not in mapped and on(v, False)]
-    sched = ds.get("scheduler")
-    if sched and sched.get("type") not in ("WarmupLR", "WarmupDecayLR", "WarmupCosineLR"):
-        off.append(f"scheduler {sched.get('type')}")
-    elif sched:
-        notes.append(f"scheduler {sched['type']}: warmup here is linear and the decay a cosine to "
+    sched = lookup(ds, "scheduler.type")
+    if ds.get("scheduler") and sched not in WARMUP:
+        off.append(f"scheduler {sched}")
+    elif ds.get("scheduler"):
+        notes.append(f"scheduler {sched}: warmup here is linear and the decay a cosine to "
                      "min_lr, on effective tokens")
     de = ds.get("data_efficiency", {})
     if "seed" in de:
         off.append("data_efficiency.seed (--seed seeds the sampler)")
-    lr_sched = de.get("data_routing", {}).get("random_ltd", {}).get("layer_token_lr_schedule", {})
-    if lr_sched.get("enabled"):
+    if lookup(de, "data_routing.random_ltd.layer_token_lr_schedule.enabled"):
         off.append("layer_token_lr_schedule (the LR here always follows effective tokens)")
     if off:
         notes.append("not applied here (they change training in DeepSpeed): " + "; ".join(off))

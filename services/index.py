@@ -130,8 +130,11 @@ def why_stale(d, info):
 def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=True, shard=None):
     """analyzer.py's two passes over bin_path (token counts, then each metric's values) in jobs of
     shard windows (~8M tokens) over num_workers processes, with progress; per metric the stable
-    sort, the three arrays, and info.json last (the index is whole), in its slot of index_dir."""
+    sort, the three arrays, and info.json last (the index is whole), in its slot of index_dir.
+    subtle: info.json describes the file as it was before the passes read it: a file written
+    during the build leaves an index that the next start finds stale."""
     t0 = time.time()
+    infos = {n: describe(bin_path, block_size, n) for n in names}  # before any pass
     N = len(data.SampleWindows(bin_path, block_size))
     shard = shard or max(1, (1 << 23) // (block_size + 1))  # ~8M tokens a job
     n_tok, step = os.path.getsize(bin_path) // 2, shard * block_size
@@ -160,8 +163,7 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=T
             arrays = (values[n], *analyzer.sort_index(values.pop(n)))  # pop: free as we go
             for k, arr in zip(KEYS, arrays):
                 atomic_write(os.path.join(d, k + ".npy"), lambda f, arr=arr: np.save(f, arr))
-        info = describe(bin_path, block_size, n)
-        atomic_write(os.path.join(d, "info.json"), lambda f: json.dump(info, f), "w")
+        atomic_write(os.path.join(d, "info.json"), lambda f: json.dump(infos[n], f), "w")
         if verbose:
             say(f"built index {n} in {os.path.dirname(d)}: {rate(n_tok, t0)}")
 
@@ -221,68 +223,60 @@ def _worker_signals():
 INTERVAL = 5.0  # seconds between two lines when stdout is not a terminal (tests set it small)
 # subtle: when the last line was printed, by any phase: a phase that starts 4 s after a line of
 # the one before it speaks after 1 s more, not 5 (the silence between two lines stays <= INTERVAL)
-_last_line = [time.perf_counter()]
-si = tqdm.format_sizeof  # a count in a few characters: 1234567 -> 1.23M, 950 -> 950
+_last_line = [time.time()]
+PASS = ("{desc}: {n_fmt} of {total_fmt} tokens ({percentage:.0f}%), {rate_fmt}, "
+        "{remaining_s:.0f} s left")
+CALL = "{desc}: {elapsed_s:.0f} s so far"  # tqdm's bar_format of a line, of a pass or of a call
 
 
 def say(line):
     """Print a line now (flushed) and count it as the latest progress line."""
     print(line, flush=True)
-    _last_line[0] = time.perf_counter()
+    _last_line[0] = time.time()
 
 
 def rate(n, t0):
     """'n tokens in s s (rate tokens/s)' of n tokens read since time.time() was t0."""
     dt = time.time() - t0
-    return f"{n:,} tokens in {dt:.1f} s ({si(n / max(dt, 1e-9))} tokens/s)"
+    return f"{n:,} tokens in {dt:.1f} s ({tqdm.format_sizeof(n / max(dt, 1e-9))} tokens/s)"
 
 
-class Progress:
-    """A pass over total tokens (update(n) after each piece), or one long call (total 0), as a
-    context. Not a terminal, total 4e9, 1.2e9 done after 4 s -> 'hashing d: 1.20G of 4.00G tokens
-    (30%), 300M tokens/s, 9 s left'; total 0, after 5 s -> 'sorting: 5 s so far'."""
+class Progress(tqdm):
+    """tqdm's bar over total tokens (update(n) after each piece), or one long call (total 0), in a
+    terminal; elsewhere the same tqdm writes a line (say) whenever INTERVAL has passed. Not a
+    terminal, total 4e9, 1.2e9 done after 4 s -> 'hashing d: 1.20G of 4.00G tokens (30%), 300M
+    tokens/s, 9 s left'; total 0, after 5 s -> 'sorting: 5 s so far'.
+    subtle: tqdm alone cannot: in a pipe its bar is one line rewritten with carriage returns."""
+
+    monitor_interval = 0  # subtle: no tqdm monitor thread, which would run while workers fork
 
     def __init__(self, desc, total=0, verbose=True):
-        self.desc, self.total, self.done, self.t0 = desc, total, 0, time.perf_counter()
         terminal = sys.stdout.isatty() and sys.stderr.isatty()  # tqdm's bar goes to stderr
         self.lines = verbose and not terminal  # else the bar (or nothing: verbose=False)
-        self.bar = tqdm(total=total, desc=desc, unit="tok", unit_scale=True,
-                        disable=not (verbose and terminal and total))
+        lines = dict(file=sys.stdout, bar_format=PASS if total else CALL, mininterval=0, miniters=1,
+                     delay=1e-9, leave=False)  # every update calls display(), none at the start
+        super().__init__(total=total or None, desc=desc, unit=" tokens", unit_scale=True,
+                         smoothing=0, disable=not (self.lines or verbose and total),
+                         **(lines if self.lines else {}))
         self.ended = threading.Event()
-        self.ticker = threading.Thread(target=self.tick, daemon=True)
         # subtle: a pass (total > 0) speaks from update(), so no thread runs while workers fork
         if self.lines and not total:
-            self.ticker.start()
+            threading.Thread(target=self.tick, daemon=True).start()
 
-    def update(self, n=0):
-        self.done += n
-        self.bar.update(n)
-        if self.lines and time.perf_counter() - _last_line[0] >= INTERVAL:
-            say(self.line())
-
-    def line(self):
-        """'desc: done of total tokens (pct), speed tokens/s, left s left', or 'desc: s so far'."""
-        elapsed = time.perf_counter() - self.t0
-        if not self.total:
-            return f"{self.desc}: {elapsed:.0f} s so far"
-        speed = self.done / max(elapsed, 1e-9)  # tokens per second so far
-        left = (self.total - self.done) / speed if speed else float("inf")
-        return (f"{self.desc}: {si(self.done)} of {si(self.total)} tokens "
-                f"({100 * self.done / self.total:.0f}%), {si(speed)} tokens/s, {left:.0f} s left")
+    def display(self, msg=None, pos=None):
+        if not self.lines:
+            return super().display(msg, pos)
+        if msg != "" and time.time() - _last_line[0] >= INTERVAL:  # close() clears with ""
+            say(str(self))
 
     def tick(self):
         """From the thread: a line whenever INTERVAL has passed since the last line."""
         while not self.ended.wait(0.1):
-            self.update()
+            self.refresh()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
+    def close(self):
         self.ended.set()
-        if self.ticker.is_alive():
-            self.ticker.join()
-        self.bar.close()
+        super().close()
 
 
 # -----------------------------------------------------------------------------
@@ -334,9 +328,7 @@ def recorded_scan(data_dir, racy_s=2.0):
     unchanged."""
     ids = file_identity(data_dir)
     key = (os.path.realpath(data_dir), json.dumps(ids))
-    scan, why = _hashed.get(key), None
-    if scan is None:
-        scan, why = why_rescan(data_dir, ids)
+    scan, why = (_hashed[key], None) if key in _hashed else why_rescan(data_dir, ids)
     if scan is not None:
         return scan
     n = sum(size // 2 for size, *_ in ids.values())

@@ -89,17 +89,15 @@ def test_bad_values_are_one_line_errors(tmp_path, args, want):
 def test_schedule_lengths_follow_the_budget_in_its_unit():
     """40% / 60% of the run's dense steps, whether --max_iters or --max_tokens ends the run (G=16, T=128)."""
     flags = ["--cl_metric=vocab_rarity", "--seqlen=truncate", "--random_ltd"]
-    by_steps = parse_args(flags + ["--max_iters=1000"])
-    m, ltd = data_efficiency(by_steps, 16, [])
-    assert m["vocab_rarity"]["schedule_config"]["total_curriculum_step"] == 400
-    assert m["seqlen_truncate"]["schedule_config"]["total_curriculum_step"] == 400
-    assert ltd.config["schedule_config"]["require_steps"] == 600
-    by_tokens = parse_args(flags + ["--max_iters=0", f"--max_tokens={500 * 16 * 128}"])
-    m, ltd = data_efficiency(by_tokens, 16, [])
-    assert m["vocab_rarity"]["schedule_config"]["total_curriculum_step"] == 200
-    assert ltd.config["schedule_config"]["require_steps"] == 300
-    both = parse_args(flags + ["--max_iters=100", f"--max_tokens={500 * 16 * 128}"])  # the step budget ends it first
-    assert data_efficiency(both, 16, [])[1].config["schedule_config"]["require_steps"] == 60
+    tokens = f"--max_tokens={500 * 16 * 128}"  # 500 steps; with --max_iters, whichever ends first
+    for budget, cl, ltd in ((["--max_iters=1000"], 400, 600), (["--max_iters=0", tokens], 200, 300),
+                            (["--max_iters=100", tokens], 40, 60), (["--max_iters=900", tokens], 200, 300)):
+
+        m, got = data_efficiency(parse_args(flags + budget), 16, [])
+        assert m["vocab_rarity"]["schedule_config"]["total_curriculum_step"] == cl
+        assert m["seqlen_truncate"]["schedule_config"]["total_curriculum_step"] == cl
+        assert got.config["schedule_config"]["require_steps"] == ltd
+
 
 
 @pytest.mark.parametrize("flags, kind, schedule_config", [
