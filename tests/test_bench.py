@@ -1,10 +1,9 @@
 """bench.py: what the benchmarks count (their timings are printed, never asserted)."""
 
-import os
-
 import pytest
 import torch
 
+import model
 from experiments import bench
 
 TINY = ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2",
@@ -27,8 +26,8 @@ def test_bench_ltd_flop_ratio_falls_with_the_kept_length(capsys):
 
 def test_bench_dense_times_a_second_model_file_beside_ours(capsys):
     """--nanogpt loads another model.py (here our own) and times it beside ours, one row each."""
-    med = bench.bench_dense(TINY + [f"--nanogpt={os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'model.py')}",
-                                    "--iters=1", "--vocab_size=50304"])
+    med = bench.bench_dense(TINY + [f"--nanogpt={model.__file__}", "--iters=1",
+                                    "--vocab_size=50304"])
     assert list(med) == ["ours (model.py)", "nanoGPT (--nanogpt)"] and min(med.values()) > 0
     assert "nanoGPT (--nanogpt)" in capsys.readouterr().out
     bench.bench_dense(TINY + ["--iters=1"])

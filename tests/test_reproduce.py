@@ -231,6 +231,9 @@ def test_a_run_is_reused_only_with_its_flags_and_code(tmp_path, monkeypatch):
     out = runs.finished_runs([("key", args, log, "t")])["key"]
     assert (out["val_loss"], out["seconds"], out["evals"]) == (2.0, 0.5, [[1, 2.0]])
     assert runs.finished_runs([("key", ["--n_layer=1", "--seed=2"], log, "t")]) == {}
+    monkeypatch.setattr(runs, "code_version", lambda: "other code")
+    assert runs.finished_runs([("key", args, log, "t")]) == {}
+    monkeypatch.undo()
     (tmp_path / "run" / "summary.json").write_text('{"flags": ["--seed=1", "--data')
     assert runs.finished_runs([("key", args, log, "t")]) == {}
     trained = ("train.py", "support/launch.py", "services/index.py", "autoscale/domains.py")
