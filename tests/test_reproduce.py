@@ -172,23 +172,18 @@ def test_reach_interpolates_in_log_budget():
     assert reproduce.speedup_text(xs, losses, 1.8044) == "2.00x"  # exactly at the first budget
 
 
-def test_a_budget_above_one_pass_is_refused(tmp_path, capsys):
-    """A ~300-token train split against the tiny grid's 100% budget of 2 * 4 * 16 = 128 tokens:
-    fine; against 640 tokens, or the cpu size: refused in one line naming both sizes, no output."""
-    (tmp_path / "text").mkdir()
-    for k in range(10):
-        (tmp_path / "text" / f"{k}.txt").write_text(str(k) * 40)  # no two alike
-    data.prepare([str(tmp_path / "text")], str(tmp_path / "prep"), val_fraction=0.2, block_size=16,
-                 verbose=False)
-    have = len(data.SampleWindows(str(tmp_path / "prep" / "train.bin"), 16)) * 16
-    cases = reproduce.reproduce_cases(TINY)
-    assert reproduce.check_one_pass(cases, str(tmp_path / "prep")) == have
-    big = reproduce.reproduce_cases({**TINY, "budget_steps": 10}, seeds=(1,))  # 640 tokens
-    with pytest.raises(ValueError, match=f"640 tokens of .*, {640 / have:.2f} passes over its "
-                                         f"{have:,} training"):
-        reproduce.check_one_pass(big, str(tmp_path / "prep"))
+def test_a_budget_above_one_pass_is_refused(corpus, tmp_path, capsys):
+    """The shared ~40 KB corpus against the tiny grid's 100% budget of 2 * 4 * 16 = 128 tokens:
+    fine; against 100,000 steps, or the cpu size: refused in one line naming both sizes, no
+    output."""
+    have = len(data.SampleWindows(os.path.join(corpus, "train.bin"), 16)) * 16
+    assert reproduce.check_one_pass(reproduce.reproduce_cases(TINY), corpus) == have
+    big = reproduce.reproduce_cases({**TINY, "budget_steps": 10**5}, seeds=(1,))  # 6.4M tokens
+    with pytest.raises(ValueError, match=f"6,400,000 tokens of .*, {6.4e6 / have:.2f} passes "
+                                         f"over its {have:,} training"):
+        reproduce.check_one_pass(big, corpus)
     with pytest.raises(SystemExit) as e:
-        reproduce.main([f"--data_dir={tmp_path / 'prep'}", f"--out_dir={tmp_path / 'o'}"])
+        reproduce.main([f"--data_dir={corpus}", f"--out_dir={tmp_path / 'o'}"])
     err = capsys.readouterr().err
     assert e.value.code == 1 and err.count("\n") == 1 and "passes over its" in err
     assert not os.path.exists(tmp_path / "o")
