@@ -58,8 +58,9 @@ But:
 - removed in issue 45 to keep experiments/ small, their results kept in RESULTS.md: the LR sweep
   (--lrs, 5.1 and 5.5; run each LR with --lr), the settings grid axes (--cl_fracs, --cl_starts,
   --ltd_fracs, --ltd_starts, 5.7; --ltd_start keeps one), the text and PNG charts
-  (docs/reproduce_cpu.png, 5.2) and the tokens-per-parameter summary (each ratio's own table
-  stays).
+  (docs/reproduce_cpu.png, 5.2), the tokens-per-parameter summary (each ratio's own table
+  stays) and --compile (no runs of the README used it; a compile per run costs more than it saves
+  in runs this short).
 """
 import json
 import math
@@ -142,7 +143,6 @@ class GridConfig:
     ltd_start: int = opt(0, "random-LTD's first kept length in tokens; 0 = max(8, T // 16)")
     fresh: bool = opt(False, "run every run again, even those out_dir holds finished")
     jobs: int = opt(1, "runs at once, each its own process: one thread each (CPU), a GPU each")
-    compile: bool = opt(False, "torch.compile every run's model")
 
 
 def planned_steps(args):
@@ -268,7 +268,7 @@ def run_grid(label, cases, a, have):
         lr = float(flag(args, "learning_rate"))
         run_dir = os.path.join(a.out_dir, slug(label), f"{slug(name)}_lr{lr:g}_f{f:g}_s{seed}")
         run = args + [f"--data_dir={a.data_dir}", f"--out_dir={run_dir}", "--overwrite=true",
-                      "--threads=1"] + (["--compile"] if a.compile else [])
+                      "--threads=1"]
         title = f"{label}: {name}, {100 * f:.0f}% budget, lr {lr:g}, seed {seed}"
         runs.append((tuple(args), run, os.path.join(run_dir, "train.log"), title))
     done = {} if a.fresh else finished_runs(runs)
