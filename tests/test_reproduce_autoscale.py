@@ -190,10 +190,14 @@ TINY = ["--eval_per_domain=8", "--train_args=--n_layer=1 --n_head=2 --n_embd=16 
     (["--n1=640", "--n2=1280", "--train_args=--n_head=3"], "--n_head=3 does not divide"),
     (["--train_args=--seed=3"], "--train_args sets --seed=3, which every run sets for itself"),
     (["--n_1=5"], "unknown option: --n_1=5"),
+    (["--data_dir={corpus}"], "has 0 domain\\(s\\), AutoScale needs two or more; prepare a corpus "
+                              "with domains: python data.py --domain NAME=GLOB"),
 ])
-def test_main_bad_input_is_one_line_and_exit_1(flags, match, domain_corpus, capsys, tmp_path):
-    with pytest.raises(SystemExit) as e:
-        rs.main([f"--data_dir={domain_corpus}", f"--out_dir={tmp_path / 'runs'}", *flags])
+def test_main_bad_input_is_one_line_and_exit_1(flags, match, corpus, domain_corpus, capsys,
+                                               tmp_path):
+    with pytest.raises(SystemExit) as e:  # a corpus without domains: the last --data_dir
+        rs.main([f"--data_dir={domain_corpus}", f"--out_dir={tmp_path / 'runs'}",
+                 *(f.format(corpus=corpus) for f in flags)])
     err = capsys.readouterr().err
     assert e.value.code == 1 and err.startswith("error: ") and err.count("\n") == 1
     assert re.search(match, err), err
@@ -236,16 +240,3 @@ def test_main_end_to_end_and_its_natural_target(domain_corpus, tmp_path, capsys,
     val = window_domains(data.SampleWindows(os.path.join(domain_corpus, "val.bin"), 16))
     np.testing.assert_allclose(got["w"], [np.mean(val == 0), np.mean(val == 1)])
     assert abs(got["w"][0] - 0.5) > 1e-3  # not the balanced weights
-
-
-def test_main_refuses_a_corpus_of_one_domain(tmp_path, capsys):
-    (tmp_path / "text").mkdir()
-    for k in range(5):
-        (tmp_path / "text" / f"{k}.txt").write_text("the cat sat on the mat.\n" * 40)
-    data.prepare(out_dir=str(tmp_path / "one"), block_size=16, verbose=False,
-                 domains={"all": [str(tmp_path / "text")]})
-    with pytest.raises(SystemExit) as e:
-        rs.main(TINY + [f"--data_dir={tmp_path / 'one'}"])
-    err = capsys.readouterr().err
-    assert e.value.code == 1 and err.count("\n") == 1
-    assert "has 1 domain(s), AutoScale needs two or more" in err
