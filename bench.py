@@ -1,4 +1,4 @@
-"""Benchmarks printed side by side: python bench.py {analyzer,sampler,ltd,dense,prepare,scale}
+"""Benchmarks printed side by side: python bench.py {ltd,dense}
 (the code: experiments/bench.py)."""
 
 from experiments.bench import main

@@ -76,8 +76,7 @@ def domain_data(data_dir, T, eval_per_domain):
                          "NAME2=GLOB2 --out_dir DIR")
     train_ids = window_domains(data.SampleWindows(os.path.join(d, "train.bin"), T))
     val_ids = window_domains(data.SampleWindows(os.path.join(d, "val.bin"), T))
-    # each domain's val windows
-    eval_ids = [np.flatnonzero(val_ids == k) for k in range(len(names))]
+    eval_ids = [np.flatnonzero(val_ids == k) for k in range(len(names))]  # each domain's val
     if min(map(len, eval_ids)) == 0:
         raise ValueError(f"a domain of {d} has no val window of {T + 1} tokens; "
                          "lower --block_size in --train_args")
@@ -163,10 +162,8 @@ def run_scale(run, N, names, a, key):
         x = [r["tokens"][i] / (N / m) for r in rows]
         y = [r["loss"] / runs[0]["loss"] for r in rows]
         fit = fit_domain(x, y, a.lower)
-        if fit is None:
-            got = "unfitted: kept at its base amount"
-        else:
-            got = "a = {:.4g}, b = {:.4g}, c = {:.4g}".format(*fit)
+        got = "a = {:.4g}, b = {:.4g}, c = {:.4g}".format(*fit) if fit else \
+            "unfitted: kept at its base amount"
         print(f"  {name:<8} x = {joined(x, '.3f', ', ')}  y = {joined(y, '.4f', ', ')}  ->  {got}")
         fits.append(fit)
     x = np.ones(m)
@@ -216,10 +213,8 @@ def autoscale(trainer, names, a, train_tokens, target_w):
                      f"the {name} target run", fix)
     target = {name: [run(w * budget, s, f"target_{name.replace(' ', '_')}_s{s}") for s in seeds]
               for name, w in weightings.items()}
-    if a.target == "balanced":
-        how = "mean of the domains' val losses"
-    else:
-        how = "val losses weighted by the val shares"
+    how = {"balanced": "mean of the domains' val losses",
+           "natural": "val losses weighted by the val shares"}[a.target]
     print(f"target: {budget:,} tokens, seeds {a.seeds}; target loss = {how} ({a.target})")
     for name, runs in target.items():
         loss = [r["loss"] for r in runs]

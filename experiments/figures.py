@@ -74,12 +74,13 @@ def draw_schedules(fig, run):
 
 
 def draw_random_ltd(fig, run, model):
-    """r(t) of train.py --random_ltd (train.kept_length, t = 0 .. steps-1) and the share of the
-    dense run's layer tokens saved up to t (model.layer_tokens, as train.budget counts); only
-    the model's dropping layers (model.py's default: 1 .. L-2) matter, not its width."""
+    """r(t) of train.py --random_ltd (min(r, T) as train.py's kept_length, t = 0 .. steps-1) and
+    the share of the dense run's layer tokens saved up to t (model.layer_tokens, as train.budget
+    counts); only the model's dropping layers (model.py's default: 1 .. L-2) matter, not its
+    width."""
     ltd = run_schedules(["--random_ltd"])[1]
     steps = np.arange(run.max_iters)
-    kept = [train.kept_length(ltd, t, run.block_size) for t in steps]
+    kept = [min(ltd.get_value(t), run.block_size) for t in steps]  # as train.py's kept_length
     spent = np.cumsum([model.layer_tokens(run.batch_size, run.block_size, r) for r in kept])
     saved = 100 * (1 - spent / (model.layer_tokens(run.batch_size, run.block_size, None)
                                 * (steps + 1)))

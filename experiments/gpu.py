@@ -46,10 +46,10 @@ GPT2_SMALL = ["--n_layer=12", "--n_head=12", "--n_embd=768", "--block_size=1024"
 TOY = ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=64", "--batch_size=4"]
 SIZES = {  # each step's flags, and the seconds all steps may take
     "gpu": {"pytest": [], "ltd": GPT2_SMALL + ["--modes=compiled"],
-            "dense": GPT2_SMALL + ["--iters=20"], "reproduce": ["--size=gpu", "--lrs=1e-3"],
+            "dense": GPT2_SMALL + ["--iters=20"], "reproduce": ["--size=gpu", "--lr=1e-3"],
             "data_dir": "data/installed", "budget": 540},
     "tiny": {"pytest": ["-m", "not slow"], "ltd": TOY + ["--modes=eager", "--iters=2"],
-             "dense": TOY + ["--iters=3"], "reproduce": ["--size=tiny", "--lrs=4e-3"],
+             "dense": TOY + ["--iters=3"], "reproduce": ["--size=tiny", "--lr=4e-3"],
              "data_dir": "", "budget": 300},
 }
 CAPS = {"0_data": 90, "1_pytest": 120, "2_bench_ltd": 150, "2_bench_dense": 40}  # seconds at most:
@@ -106,32 +106,29 @@ def main(argv=None):
     p.add_argument("--size", default="gpu", choices=SIZES, help="gpu (default) or tiny (a CPU)")
     p.add_argument("--data_dir", help="reproduce.py's corpus (gpu: data/installed; tiny: \"\")")
     a = p.parse_args(argv)
-    s = SIZES[a.size]
+    s, py = SIZES[a.size], sys.executable
     data_dir = s["data_dir"] if a.data_dir is None else a.data_dir
     os.makedirs(a.log_dir, exist_ok=True)
-    py = sys.executable
-    steps = [("1_pytest", [py, "-m", "pytest", "-q", *TESTS, *s["pytest"]]),
-             ("2_bench_ltd", [py, "bench.py", "ltd", *s["ltd"]]),
-             ("2_bench_dense", [py, "bench.py", "dense", *s["dense"]]),
-             ("3_reproduce", [py, "reproduce.py", *s["reproduce"], f"--data_dir={data_dir}",
-                              f"--out_dir={os.path.join(os.path.abspath(a.log_dir), 'reproduce')}",
-                              f"--cases=baseline,{COMPOSED}", "--seeds=1337",
-                              "--fractions=0.5,0.7,1"])]
-    if data_dir == "data/installed" and not os.path.exists(
-            os.path.join(ROOT, data_dir, "meta.json")):
-        steps.insert(0, ("0_data", [py, "data.py", "--installed"]))
+    steps = {"1_pytest": [py, "-m", "pytest", "-q", *TESTS, *s["pytest"]],
+             "2_bench_ltd": [py, "bench.py", "ltd", *s["ltd"]],
+             "2_bench_dense": [py, "bench.py", "dense", *s["dense"]],
+             "3_reproduce": [py, "reproduce.py", *s["reproduce"], f"--data_dir={data_dir}",
+                             f"--out_dir={os.path.join(os.path.abspath(a.log_dir), 'reproduce')}",
+                             f"--cases=baseline,{COMPOSED}", "--seeds=1337",
+                             "--fractions=0.5,0.7,1"]}
+    if data_dir == "data/installed" and not os.path.exists(f"{ROOT}/{data_dir}/meta.json"):
+        steps = {"0_data": [py, "data.py", "--installed"], **steps}
     deadline = time.time() + s["budget"]
-    try:  # subtle: a copy of the working tree on a lent machine may have no .git, or no git
-        commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, text=True,
-                                capture_output=True).stdout.strip() or "unknown"
-    except OSError:
-        commit = "unknown"
+    # subtle: a copy of the working tree on a lent machine may have no .git, or no git
+    commit = subprocess.run("git describe --always --dirty 2>/dev/null || echo unknown", cwd=ROOT,
+                            shell=True, text=True, capture_output=True).stdout.strip()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     with open(os.path.join(a.log_dir, "gpu.log"), "w") as log:
         say(log, f"experiments.gpu --size={a.size}: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, "
                  f"commit {commit}, {gpu}, torch {torch.__version__}, Python "
                  f"{platform.python_version()}, {os.cpu_count()} cores; {s['budget']} s for all")
-        failed = [name for name, cmd in steps if not run_step(name, cmd, a.log_dir, log, deadline)]
+        failed = [name for name, cmd in steps.items()
+                  if not run_step(name, cmd, a.log_dir, log, deadline)]
         say(log, "\n=== the answers\n" + "\n".join(answers(a.log_dir)))
         say(log, f"failed: {', '.join(failed)}" if failed else "every step succeeded")
     return 1 if failed else 0

@@ -81,14 +81,11 @@ def train_run(args, log=None):
 
 def cli(run, cls, prog, doc, argv):
     """run(argv parsed into the dataclass cls; --help shows doc's command lines), bad input as
-    one line, exit 1."""
+    one line ("error: ..."; a stop's own line), exit 1."""
     try:
         return run(parse(cls, sys.argv[1:] if argv is None else argv, prog, doc.split("\n\n")[1]))
-    except GridStopped as e:
-        print(e, file=sys.stderr)
-        sys.exit(1)
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (GridStopped, ValueError, OSError) as e:
+        print(e if isinstance(e, GridStopped) else f"error: {e}", file=sys.stderr)
         sys.exit(1)
 
 
@@ -165,8 +162,7 @@ def finished(run, rc):
             lines = [line.strip() for line in f if line.strip()] or ["no output"]
         why = lines[-1] if rc > 0 else f"its process was killed by signal {-rc}"
         raise ValueError(f"{title} failed ({why}); its log: {log}")
-    with open(os.path.join(os.path.dirname(log), "summary.json")) as f:
-        out = json.load(f)["summary"]
+    out = finished_runs([run])[key]
     print(f"{title}: val loss {out['val_loss']:.4f}, {out['iter_num']} steps, "
           f"{out['seconds']:.1f} s", flush=True)
     return out

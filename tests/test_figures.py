@@ -45,6 +45,7 @@ def test_the_three_pngs_show_what_the_text_demos_print(tmp_path, capsys):
     assert np.array_equal(np.asarray(grid) == 1, np.array(rows))
 
 
+@pytest.mark.slow  # a process of its own
 def test_without_matplotlib_one_line_exit_1_and_nothing_written(tmp_path):
     out = tmp_path / "figs"
     hide = ("import sys; sys.modules['matplotlib'] = None; from experiments import figures; "

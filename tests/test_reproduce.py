@@ -1,7 +1,6 @@
 """reproduce.py: the grid's bookkeeping (arms, budgets, LRs, schedules, the control's batch, passes
-over the data, the method's settings), where a curve reaches the baseline's loss, the charts,
-finished runs reused, --jobs, a failed run, a stop, the LR sweep, and the whole pipeline on the
-tiny size."""
+over the data), where a curve reaches the baseline's loss, finished runs reused, --jobs, a failed
+run, a stop, and the whole pipeline on the tiny size."""
 
 import json
 import math
@@ -18,16 +17,15 @@ import torch
 
 import data
 import train
+from experiments import reproduce, runs
+from scheduler import CurriculumScheduler
+from services import index as index_cache
 from services.ds_config import from_flags
 from train import parse_args
-from experiments import reproduce, runs
-from scheduler import CurriculumScheduler, RandomLTDScheduler
-from services import index as index_cache
 
 TINY = {"model": ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=16", "--batch_size=4"],
         "budget_steps": 2, "eval_samples": 640}
 CPU = reproduce.SIZES["cpu"]
-TINY_FRACTIONS = [0.5, 0.7, 1.0]  # the default --fractions
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +80,22 @@ def test_each_arm_asks_for_the_curricula_its_paper_name_says_at_its_budget_and_l
             assert (cfg.seqlen_min, cfg.seqlen_step) == (8, 8)
         if "LTD" in name:
             steps = ltd["random_ltd_schedule"]["schedule_config"]["require_steps"]
-            assert steps == int(0.6 * f * 1200)
+            assert steps == int(0.6 * f * 1200) and (cfg.ltd_min, cfg.ltd_seq_per_step) == (8, 8)
 
 
-def test_the_cases_of_a_grid_their_lrs_and_evaluations():
-    """Arms in ARMS's order at each fraction, once per seed; an arm's own LR from lrs; a 100% run
-    evaluates every planned steps // EVALS (cpu: 1200 // 8, the composition 1500 // 8)."""
+TODAY_COMPOSED_CPU = [  # reproduce.arm_args(SIZES["cpu"], COMPOSED, 1.0, 4e-3) at 2c70032
+    "--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=128", "--batch_size=16",
+    "--max_tokens=2457600", "--max_iters=0", "--learning_rate=0.004", "--min_lr=0.0004",
+    "--warmup_iters=24", "--eval_samples=640", "--sample_tokens=0", "--save_checkpoint=false",
+    "--cl_metric=vocab_rarity", "--cl_min=1", "--cl_max=100", "--cl_schedule=fixed_root",
+    "--cl_root_degree=2", "--seqlen=truncate", "--seqlen_min=8", "--seqlen_step=8",
+    "--random_ltd", "--ltd_min=8", "--ltd_seq_per_step=8"]
+
+
+def test_the_cases_of_a_grid_their_flags_lrs_and_evaluations():
+    """Arms in ARMS's order at each fraction, once per seed, with the flags of before (finished
+    runs of older grids are reused); an arm's own LR from lrs; a 100% run evaluates every planned
+    steps // EVALS (cpu: 1200 // 8, the composition 1500 // 8); --ltd_start=4: kept from 4."""
     cases = reproduce.reproduce_cases(TINY, seeds=(1, 2))
     assert [(c[0], c[1], c[2]) for c in cases[:4]] == [("baseline", 1.0, 1), ("baseline", 1.0, 2),
                                                         ("CL_seqtru_voc", 1.0, 1),
@@ -96,18 +104,23 @@ def test_the_cases_of_a_grid_their_lrs_and_evaluations():
     lrs = dict.fromkeys(reproduce.ARMS, 1e-3) | {"CL_seqtru_voc": 4e-3}  # each arm its own LR
     cases = reproduce.reproduce_cases(TINY, seeds=(1,), lrs=lrs, names=reproduce.ARMS)
     assert {c[0]: parse_args(c[3]).learning_rate for c in cases} == lrs
-    interval = {(c[0], c[1]): parse_args(c[3]).eval_interval
-                for c in reproduce.reproduce_cases(CPU, seeds=(1,))}
-    assert interval["baseline", 1.0] == 150 and interval[reproduce.COMPOSED, 1.0] == 187
-    assert interval["baseline", 0.5] > 10 ** 6
+    cpu = {(c[0], c[1]): c[3] for c in reproduce.reproduce_cases(CPU, seeds=(1337,))}
+    assert cpu[reproduce.COMPOSED, 1.0] == TODAY_COMPOSED_CPU + ["--eval_interval=187",
+                                                                 "--seed=1337"]
+    assert parse_args(cpu["baseline", 1.0]).eval_interval == 150
+    assert parse_args(cpu["baseline", 0.5]).eval_interval > 10 ** 6
+    ltd4 = parse_args(reproduce.arm_args(CPU, "random-LTD", 1.0, 4e-3, ltd_start=4))
+    assert (ltd4.ltd_min, ltd4.ltd_seq_per_step) == (4, 4)  # the first kept length is 4
 
 
-def test_planned_steps_are_the_steps_measured():
+def test_planned_steps_are_the_steps_measured_and_the_control_matches_them():
     """The issue's runs (cpu size): the composition took 750, 975, 1200, 1500 steps at 50, 65, 80
     and 100%; RESULTS.md's grid: CL 1440 and 720, random-LTD 1380 and 690 at 100% and 50%, the
     baseline 1200; the docstring's tiny example 3. Reshaped rows: TINY's curriculum is 1 step, so
     s = 16 from step 0: 2 steps to 128 tokens; at 20 dense steps s is 8 at first: 8 rows of 8 (G
-    rows would be 32 tokens a step), 20 steps."""
+    rows would be 32 tokens a step), 20 steps. The control: 13 rows of 128 tokens, 1477 steps at
+    100% against the composition's 1500 (12 rows: 1600), the baseline's warmup tokens; the test
+    grid: 3 rows, 3 steps, as the composition."""
     def steps(name, f, spec=CPU):
         return reproduce.planned_steps(reproduce.arm_args(spec, name, f, 2e-3))
 
@@ -121,49 +134,26 @@ def test_planned_steps_are_the_steps_measured():
     s = CurriculumScheduler(from_flags(parse_args(reproduce.arm_args(
         longer, "CL_seqres", 1.0, 2e-3)), 4)[0]["seqlen_reshape"]).get_difficulty(1)
     assert s == 8  # so reshaped steps of 4 * (16 // 8) rows of 8 tokens: as many as a dense one
-
-
-def test_the_step_matched_baseline_takes_the_compositions_steps_on_full_rows():
-    """cpu size: 13 rows of 128 tokens, 1477 steps at 100% against the composition's 1500 (12 rows:
-    1600), the baseline's warmup tokens; the test grid: 3 rows, 3 steps, as the composition."""
     cfg = parse_args(reproduce.arm_args(CPU, "step-matched baseline", 1.0, 2e-3))
-    assert cfg.batch_size == 13 and cfg.max_tokens == 2_457_600 and cfg.warmup_iters == 30
-    assert not cfg.cl_metric and not cfg.seqlen and not cfg.random_ltd
-    assert reproduce.planned_steps(reproduce.arm_args(CPU, "step-matched baseline", 1.0, 2e-3)) \
-        == 1477 == math.ceil(2_457_600 / (13 * 128))
-    tiny_args = reproduce.arm_args(TINY, "step-matched baseline", 1.0, 2e-3)
-    assert int(runs.flag(tiny_args, "batch_size")) == 3 == reproduce.planned_steps(tiny_args)
+    assert (cfg.batch_size, cfg.max_tokens, cfg.warmup_iters) == (13, 2_457_600, 30)
+    assert steps("step-matched baseline", 1.0) == 1477 == math.ceil(2_457_600 / (13 * 128))
+    assert parse_args(reproduce.arm_args(TINY, "step-matched baseline", 1.0, 2e-3)).batch_size \
+        == 3 == steps("step-matched baseline", 1.0, TINY)
 
 
-def test_the_table_presets_pick_the_papers_arms():
+def test_the_table_presets_pick_the_papers_arms_and_ratio_sizes():
     grid = reproduce.GridConfig
     assert reproduce.check_grid(grid(table="1"))[0] == reproduce.TABLES["1"] == (
         "baseline", "CL_seqtru", "CL_seqres", "CL_voc", "CL_seqtru_voc", "CL_seqres_voc",
         "CL_compress")
     assert reproduce.check_grid(grid())[0] == (
         "baseline", "CL_seqtru_voc", "random-LTD", reproduce.COMPOSED, "step-matched baseline")
-    names, _, ratios, *_ = reproduce.check_grid(grid(table="ratio"))
-    assert names == ("baseline", reproduce.COMPOSED) and ratios == [3, 30, 300]
-    assert reproduce.check_grid(grid(table="1", cases="baseline,CL_voc"))[0] == (
-        "baseline", "CL_voc")
-    with pytest.raises(ValueError, match="needs CL_seqtru_voc"):
-        reproduce.check_grid(grid(ratios="3", cases="baseline,CL_voc"))
-    assert len({mark for _, mark, _ in reproduce.ARMS.values()}) == len(reproduce.ARMS)
-
-
-def test_ratio_spec_and_where_the_papers_ratio_falls(capsys):
-    spec = reproduce.ratio_spec(100, 48)
-    assert abs(spec["budget_steps"] * 16 * 128 / spec["params"] - 100) < 1  # whole steps
+    assert reproduce.check_grid(grid(table="ratio")) == (
+        ("baseline", reproduce.COMPOSED), [0.5, 0.7, 1.0], [3, 30, 300])
+    assert reproduce.check_grid(grid(cases="baseline,CL_voc"))[0] == ("baseline", "CL_voc")
+    spec = reproduce.ratio_spec(100, 48)  # a smaller model on more tokens, in whole steps
+    assert abs(spec["budget_steps"] * 16 * 128 / spec["params"] - 100) < 1
     assert reproduce.ratio_spec(300, 32)["params"] < spec["params"]
-    specs = {f"{r} tokens per parameter": {"params": 1000 * r, "ratio": r} for r in (3, 30, 300)}
-    base = {("baseline", 1.0): [{"effective_tokens": 10.0, "val_loss": 2.0, "passes": 0.1}]}
-    speed = {"eff. tokens": (1.2, "1.20x", "1.20x/1.20x"), "wall-clock": (1.0, "1.00x", "")}
-    reproduce.print_ratios(specs, dict.fromkeys(specs, base),
-                           dict.fromkeys(specs, {reproduce.COMPOSED: speed}))
-    assert "300B tokens), between 30 and 300 here" in capsys.readouterr().out
-    reproduce.print_ratios({"3": specs["3 tokens per parameter"]}, {"3": base},
-                           {"3": {reproduce.COMPOSED: speed}})
-    assert "above every ratio run here" in capsys.readouterr().out
 
 
 def test_reach_interpolates_in_log_budget():
@@ -177,57 +167,23 @@ def test_reach_interpolates_in_log_budget():
     assert reproduce.speedup_text(xs, losses, 1.6186) == "1.37x"
     assert reproduce.reach(xs, losses, 1.5750) == 0.8  # exactly at a budget
     assert reproduce.reach([1, 2, 4], [3.0, 2.0, 1.0], 1.5) == pytest.approx(2 ** 1.5)  # x above 1
-    assert reproduce.reach(xs, losses, 1.5) is None
     assert reproduce.speedup_text(xs, losses, 1.5) == "not reached"
-    assert reproduce.reach(xs, losses, 1.9) == 0.5
     assert reproduce.speedup_text(xs, losses, 1.9) == ">=2.00x"
     assert reproduce.speedup_text(xs, losses, 1.8044) == "2.00x"  # exactly at the first budget
 
 
-def test_the_charts(tmp_path, monkeypatch):
-    """The docstring's example; two curves: the first stays on top, both overwrite the target;
-    the bars, 20 # = 1x; a PNG with matplotlib, None without."""
-    assert reproduce.text_chart({"baseline": [(0, 2.0), (10, 1.0)]}, 1.5, {"baseline": "b"},
-                                width=5, height=3) == [
-        "   2.0000 |b", "   1.5000 |-----", "   1.0000 |    b", "          +-----",
-        "           0  10"]
-    curves = {"baseline": [(1000, 3.0), (2000, 2.0)], "CL_seqtru_voc": [(1000, 2.5), (2000, 2.0)]}
-    assert reproduce.text_chart(curves, 2.5, {"baseline": "b", "CL_seqtru_voc": "c"}, width=11,
-                                height=5) == [
-        "   3.0000 |     b", "   2.7500 |", "   2.5000 |-----c-----", "   2.2500 |",
-        "   2.0000 |          b", "          +-----------", "           0     2,000"]
-    none = (None, "not reached", "")
-    s = {"baseline": {"eff. tokens": (1.0, "1.00x", ""), "wall-clock": (1.0, "1.00x", "")},
-         "CL_seqtru_voc": {"eff. tokens": (1.37, "1.37x", ""), "wall-clock": none},
-         "random-LTD": {"eff. tokens": none, "wall-clock": none}}
-    bars = reproduce.speedup_bars(s)
-    assert [b.count("#") for b in bars] == [20, 27, 0]
-    assert bars[1].endswith("1.37x (wall-clock not reached)")
-    assert bars[2].split() == ["random-LTD", "not", "reached", "(wall-clock", "not", "reached)"]
-    if reproduce.png_chart(str(tmp_path / "c.png"), {"baseline": [(1, 2.0), (2, 1.5)]}, 1.5, s):
-        assert open(tmp_path / "c.png", "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
-    assert reproduce.png_chart(str(tmp_path / "d.png"), {"baseline": [(1, 2.0)]}, 1.5, s) is None
-    assert not os.path.exists(tmp_path / "d.png")
-
-
-def test_a_budget_above_one_pass_is_refused(tmp_path, capsys):
-    """A ~300-token train split against the tiny grid's 100% budget of 2 * 4 * 16 = 128 tokens:
-    fine; against 640 tokens, or the cpu size: refused in one line naming both sizes, no output."""
-    d = tmp_path / "small"
-    os.makedirs(d)
-    for k in range(10):
-        (d / f"{k}.txt").write_bytes(bytes(np.random.default_rng(k).integers(97, 123, 40,
-                                                                              dtype=np.uint8)))
-    data.prepare([str(d)], str(d / "prep"), val_fraction=0.2, block_size=16, verbose=False)
-    have = len(data.SampleWindows(str(d / "prep" / "train.bin"), 16)) * 16
-    assert reproduce.check_one_pass(reproduce.reproduce_cases(TINY), str(d / "prep")) == have
-    big = reproduce.reproduce_cases({**TINY, "budget_steps": 10}, seeds=(1,))  # 640 tokens
-    with pytest.raises(ValueError, match=f"640 tokens of .*, {640 / have:.2f} passes over its "
-                                         f"{have:,} training"):
-        reproduce.check_one_pass(big, str(d / "prep"))
+def test_a_budget_above_one_pass_is_refused(corpus, tmp_path, capsys):
+    """The shared ~40 KB corpus against the tiny grid's 100% budget of 2 * 4 * 16 = 128 tokens:
+    fine; against 100,000 steps, or the cpu size: refused in one line naming both sizes, no
+    output."""
+    have = len(data.SampleWindows(os.path.join(corpus, "train.bin"), 16)) * 16
+    assert reproduce.check_one_pass(reproduce.reproduce_cases(TINY), corpus) == have
+    big = reproduce.reproduce_cases({**TINY, "budget_steps": 10**5}, seeds=(1,))  # 6.4M tokens
+    with pytest.raises(ValueError, match=f"6,400,000 tokens of .*, {6.4e6 / have:.2f} passes "
+                                         f"over its {have:,} training"):
+        reproduce.check_one_pass(big, corpus)
     with pytest.raises(SystemExit) as e:
-        reproduce.main(["--size=cpu", f"--data_dir={d / 'prep'}", f"--out_dir={tmp_path / 'o'}"])
+        reproduce.main([f"--data_dir={corpus}", f"--out_dir={tmp_path / 'o'}"])
     err = capsys.readouterr().err
     assert e.value.code == 1 and err.count("\n") == 1 and "passes over its" in err
     assert not os.path.exists(tmp_path / "o")
@@ -249,102 +205,21 @@ def test_the_default_command_on_a_gpu_machine(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("flag, why", [
-    ("--fractions=0", "give numbers above 0"), ("--fractions=", "give numbers above 0"),
-    ("--ratios=3,-30", "give numbers above 0"), ("--fractions=0.5,0.8", "lacks 1"),
-    ("--lrs=1e-3,0", "learning rates above 0"), ("--jobs=0", "at least 1"),
-    ("--cl_fracs=0", "in (0, 1]"), ("--ltd_fracs=0.6,1.5", "in (0, 1]"),
-    ("--cl_starts=1", "percentile:length pairs"), ("--cl_starts=0:8", "percentile:length"),
-    ("--ltd_starts=0", "1 token or more"), ("--seeds=1,1", "distinct seeds")])
+    ("--fractions=0", "give numbers above 0"), ("--ratios=3,-30", "give numbers above 0"),
+    ("--fractions=0.5,0.8", "lacks 1"), ("--lr=-1", "at least 0"), ("--jobs=0", "at least 1"),
+    ("--ltd_start=-8", "at least 0"), ("--seeds=1,1", "distinct seeds"),
+    ("--cases=CL_voc", "with baseline"), ("--ratios=3 --cases=baseline", "needs CL_seqtru_voc")])
 def test_bad_grid_flags_are_one_line(flag, why, capsys):
     with pytest.raises(SystemExit) as e:  # refused before any data is read or any run starts
-        reproduce.main([flag, "--data_dir=/nonexistent"])
+        reproduce.main([*flag.split(), "--data_dir=/nonexistent"])
     err = capsys.readouterr().err
     assert e.value.code == 1 and err.count("\n") == 1 and why in err, err
 
 
-# -----------------------------------------------------------------------------
-# the method's settings as grid axes (issue 42)
-
-TODAY_COMPOSED_CPU = [  # reproduce.arm_args(SIZES["cpu"], COMPOSED, 1.0, 4e-3) at 2c70032
-    "--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=128", "--batch_size=16",
-    "--max_tokens=2457600", "--max_iters=0", "--learning_rate=0.004", "--min_lr=0.0004",
-    "--warmup_iters=24", "--eval_samples=640", "--sample_tokens=0", "--save_checkpoint=false",
-    "--cl_metric=vocab_rarity", "--cl_min=1", "--cl_max=100", "--cl_schedule=fixed_root",
-    "--cl_root_degree=2", "--seqlen=truncate", "--seqlen_min=8", "--seqlen_step=8",
-    "--random_ltd", "--ltd_min=8", "--ltd_seq_per_step=8"]
-
-
-def test_todays_settings_give_todays_flags():
-    """No settings flags, or today's values spelled out, plan the runs of before issue 42: the
-    same names and train.py flags."""
-    today = reproduce.check_grid(reproduce.GridConfig())[-1]
-    assert today == [reproduce.Settings()]
-    spelled = reproduce.check_grid(reproduce.GridConfig(
-        cl_fracs="0.4", cl_starts="1:8", ltd_fracs="0.6", ltd_starts="8"))[-1]
-    plan = reproduce.reproduce_cases(CPU, [1.0], [1337], names=reproduce.ARMS, settings=today)
-    assert plan == reproduce.reproduce_cases(CPU, [1.0], [1337], names=reproduce.ARMS,
-                                             settings=spelled)
-    assert [c[0] for c in plan] == list(reproduce.ARMS)
-    composed = [c[3] for c in plan if c[0] == reproduce.COMPOSED][0]
-    assert composed == TODAY_COMPOSED_CPU + ["--eval_interval=187", "--seed=1337"]
-
-
-def test_each_setting_reaches_the_train_flags():
-    """cpu size at 100% (1200 dense steps): curricula over 20% (240 steps) from 0.25% (1 of 400)
-    and length 4; kept length over 100% (1200 steps) from 4; each arm named with the settings it
-    uses; every combination of the lists."""
-    s = reproduce.Settings(cl_frac=0.2, cl_pct=0.25, cl_len=4, ltd_frac=1.0, ltd_start=4)
-    plan = reproduce.reproduce_cases(CPU, [1.0], [1], names=reproduce.ARMS, settings=[s])
-    names = {reproduce.base_arm(c[0]): c[0] for c in plan}
-    cl, ltd = "cl_frac=0.2, cl_start=0.25:4", "ltd_frac=1, ltd_start=4"
-    assert names["baseline"] == "baseline" and names["CL_voc"] == f"CL_voc [{cl}]"
-    assert names["random-LTD"] == f"random-LTD [{ltd}]"
-    assert names[reproduce.COMPOSED] == f"{reproduce.COMPOSED} [{cl}, {ltd}]"
-    cfg = parse_args([c[3] for c in plan if c[0] == names[reproduce.COMPOSED]][0])
-    metrics, ltd_dict = from_flags(cfg, 16)
-    voc, length = metrics["vocab_rarity"], metrics["seqlen_truncate"]
-    assert (voc["min_difficulty"], voc["max_difficulty"]) == (1, 400)
-    assert voc["schedule_config"]["total_curriculum_step"] == 240
-    assert length["schedule_config"]["total_curriculum_step"] == 240
-    assert CurriculumScheduler(length).get_difficulty(1) == 4  # the first length is 4, not 8
-    assert ltd_dict["random_ltd_schedule"]["schedule_config"]["require_steps"] == 1200
-    assert RandomLTDScheduler(ltd_dict["random_ltd_schedule"]).get_value(0) == 4
-    grid = reproduce.GridConfig(cl_fracs="0.2,0.8", cl_starts="4:32", ltd_starts="4,32")
-    assert reproduce.check_grid(grid)[-1] == [  # every combination
-        reproduce.Settings(cf, 4.0, 32, 0.6, k) for cf in (0.2, 0.8) for k in (4, 32)]
-
-
-def test_a_finished_run_is_reused_only_with_its_settings(tiny_corpus, tmp_path, monkeypatch,
-                                                         capsys):
-    """--ltd_fracs=0.6 trains two runs; adding 1 trains only the new one; another curriculum
-    length reuses the baseline alone. Each run's row names its settings."""
-    trained = []
-    monkeypatch.setattr(train, "train", fake_train(trained))
-    monkeypatch.setattr(index_cache, "ensure_index", lambda *args: None)  # fake runs need none
-    flags = [f"--cases=baseline,{reproduce.COMPOSED}", "--fractions=1", "--seeds=1"]
-    tiny(tiny_corpus, tmp_path, *flags, "--ltd_fracs=0.6")
-    assert len(trained) == 2
-    capsys.readouterr()
-    res = tiny(tiny_corpus, tmp_path, *flags, "--ltd_fracs=0.6,1")
-    assert len(trained) == 3 and trained[-1].ltd_require_steps == 30  # tiny: 30 dense steps
-    text = capsys.readouterr().out
-    assert text.startswith("reused 2 of 3 runs")
-    assert re.search(rf"^{re.escape(reproduce.COMPOSED)} \[ltd_frac=1\] +4.0e-03 +100% ", text,
-                     re.M)
-    assert set(res) == {("baseline", 1.0), (reproduce.COMPOSED, 1.0),
-                        (f"{reproduce.COMPOSED} [ltd_frac=1]", 1.0)}
-    tiny(tiny_corpus, tmp_path, *flags, "--ltd_fracs=1", "--cl_fracs=0.8")
-    assert len(trained) == 4 and trained[-1].cl_total_step == trained[-1].seqlen_total_step == 24
-    assert capsys.readouterr().out.startswith("reused 1 of 2 runs")
-
-
-# -----------------------------------------------------------------------------
-# finished runs: reused with the same flags and training code; the entropy note
-
-
 def test_a_run_is_reused_only_with_its_flags_and_code(tmp_path, monkeypatch):
     """execute saves summary.json beside train.log: the same flags and code -> reused; another
-    flag, other code, or a damaged file -> run again."""
+    flag, other code, or a damaged file -> run again. The code version follows a changed
+    top-level, support/, services/ or autoscale/ file, not the experiments' own code."""
     monkeypatch.setattr(train, "train", fake_train([]))
     log, args = str(tmp_path / "run" / "train.log"), ["--n_layer=1", "--seed=1"]
     assert runs.execute(args, log)
@@ -356,21 +231,16 @@ def test_a_run_is_reused_only_with_its_flags_and_code(tmp_path, monkeypatch):
     monkeypatch.undo()
     (tmp_path / "run" / "summary.json").write_text('{"flags": ["--seed=1", "--data')
     assert runs.finished_runs([("key", args, log, "t")]) == {}
-
-
-def test_the_code_version_follows_the_training_code(tmp_path, monkeypatch):
-    """A changed top-level, support/, services/ or autoscale/ file changes it; the experiments' own
-    code does not."""
     trained = ("train.py", "support/launch.py", "services/index.py", "autoscale/domains.py")
     for path in trained + ("experiments/reproduce.py",):
-        os.makedirs(tmp_path / os.path.dirname(path), exist_ok=True)
-        (tmp_path / path).write_text("x = 1\n")
-    monkeypatch.setattr(runs, "ROOT", str(tmp_path))
+        os.makedirs(tmp_path / "root" / os.path.dirname(path), exist_ok=True)
+        (tmp_path / "root" / path).write_text("x = 1\n")
+    monkeypatch.setattr(runs, "ROOT", str(tmp_path / "root"))
     before = runs.code_version()
-    (tmp_path / "experiments/reproduce.py").write_text("x = 2\n")
+    (tmp_path / "root" / "experiments/reproduce.py").write_text("x = 2\n")
     assert runs.code_version() == before
     for path in trained:
-        (tmp_path / path).write_text("x = 3\n")
+        (tmp_path / "root" / path).write_text("x = 3\n")
         assert runs.code_version() != before
         before = runs.code_version()
 
@@ -396,50 +266,41 @@ def test_a_grid_whose_baseline_stays_above_the_unigram_entropy_says_so(tiny_corp
 
 
 @pytest.mark.slow
-def test_the_whole_pipeline_on_the_tiny_size(tiny_corpus, tmp_path, capsys):
-    """python reproduce.py --size=tiny, two seeds (--jobs=2 gives the same: the stopped-grid
-    test): every run takes its planned steps, the control as many as the composition (within
-    one), and the speedups, the text chart and the PNG follow from the runs."""
-    res = tiny(tiny_corpus, tmp_path, "--seeds=1,2")
+def test_every_arm_on_the_tiny_size_and_a_rerun_reuses_them_all(tiny_corpus, tmp_path,
+                                                                monkeypatch, capsys):
+    """Every arm, two budgets, --jobs=2: each run takes its planned steps, the control as many as
+    the composition (within one) on full rows, each row shows the paper's numbers, the speedup
+    follows from the runs; the same command again trains nothing and prints the same."""
+    flags = [f"--cases={','.join(reproduce.ARMS)}", "--seeds=1", "--fractions=0.5,1", "--jobs=2"]
+    res = tiny(tiny_corpus, tmp_path, *flags)
     text = capsys.readouterr().out
-    assert set(res) == {(name, f) for name in reproduce.TABLES["7"] for f in TINY_FRACTIONS}
-    for name, f, seed, args in reproduce.reproduce_cases(reproduce.SIZES["tiny"], TINY_FRACTIONS,
-                                                         (1, 2)):
-        out = res[name, f][seed - 1]
+    assert set(res) == {(name, f) for name in reproduce.ARMS for f in (0.5, 1.0)}
+    for name, f, seed, args in reproduce.reproduce_cases(reproduce.SIZES["tiny"], [0.5, 1.0], [1],
+                                                         names=reproduce.ARMS):
+        out = res[name, f][0]
         assert out["iter_num"] == reproduce.planned_steps(args) and out["lr"] == reproduce.LRS[name]
         assert out["effective_tokens"] >= int(runs.flag(args, "max_tokens")) > \
             out["effective_tokens"] - 16 * 128  # one step
         assert len(out["evals"]) >= reproduce.EVALS if f == 1 else len(out["evals"]) == 1
         assert 0 < out["eval_time"] < out["time"] and out["seconds"] == out["time"] - out[
             "eval_time"]
-        run_dir = f"{reproduce.slug(name)}_lr{reproduce.LRS[name]:g}_f{f:g}_s{seed}"
-        assert os.path.exists(tmp_path / "size_tiny" / run_dir / "train.log")
-    for f in TINY_FRACTIONS:
+        row = rf"^{re.escape(name)} +{re.escape(reproduce.ARMS[name][0])} +(\S+x|not reached) "
+        assert re.search(row, text, re.M), name
         control, cl_ltd = res["step-matched baseline", f][0], res[reproduce.COMPOSED, f][0]
         assert abs(control["iter_num"] - cl_ltd["iter_num"]) <= 1 and control["rows"] == 13
         assert control["raw_tokens"] == control["effective_tokens"]  # full rows, nothing dropped
-        assert re.search(rf"^step-matched baseline .* {100 * f:.0f}% .* {control['iter_num']} +13 ",
-                         text, re.M)
-    # the composition's speedup in effective tokens for seed 2, by hand from its runs
-    base, cl_ltd = res["baseline", 1.0][1], [res[reproduce.COMPOSED, f][1] for f in TINY_FRACTIONS]
+    base, cl_ltd = res["baseline", 1.0][0], [res[reproduce.COMPOSED, f][0] for f in (0.5, 1.0)]
     xs = [o["effective_tokens"] / base["effective_tokens"] for o in cl_ltd]
-    losses = [o["val_loss"] for o in cl_ltd]
-    i = next(k for k, v in enumerate(losses) if v <= base["val_loss"])
-    x = xs[i - 1] * (xs[i] / xs[i - 1]) ** ((losses[i - 1] - base["val_loss"]) /
-                                           (losses[i - 1] - losses[i]))
-    line = re.search(r"^CL_seqtru_voc \+ random-LTD +2x \(Table 7\) +(\S+) +\S+/(\S+) +(\S+) +"
-                     r"(\S+)$", text, re.M)
-    speedups = reproduce.arm_speedups(res, reproduce.COMPOSED, TINY_FRACTIONS)
-    assert list(line.groups()) == [speedups["eff. tokens"][1], f"{1 / x:.2f}x",
-                                   *speedups["wall-clock"][1:]]
-    names = reproduce.TABLES["7"]  # the chart: the 100% runs' evaluations, mean over seeds
-    curves = {n: [tuple(v) for v in np.mean([o["evals"] for o in res[n, 1.0]], 0).tolist()]
-              for n in names}
-    chart = reproduce.text_chart(curves, np.mean([o["val_loss"] for o in res["baseline", 1.0]]),
-                                 {n: reproduce.ARMS[n][1] for n in names})
-    assert "\n".join(chart) in text and "LR per arm from LRS in reproduce.py" in text
-    png = tmp_path / "size_tiny.png"
-    assert os.path.exists(png) if f"chart: {png}" in text else "pip install matplotlib" in text
+    text_x = reproduce.speedup_text(xs, [o["val_loss"] for o in cl_ltd], base["val_loss"])
+    assert re.search(rf"^{re.escape(reproduce.COMPOSED)} +2x \(Table 7\) +{re.escape(text_x)} ",
+                     text, re.M) and "LR per arm from LRS in reproduce.py" in text
+    monkeypatch.setattr(train, "train", None)  # a run would fail: all must be reused
+    again = tiny(tiny_corpus, tmp_path, *flags)
+    rerun = capsys.readouterr().out
+    assert rerun.startswith("reused 20 of 20 runs, finished earlier with the same flags and "
+                            f"training code (under {tmp_path}; --fresh runs them again)\n")
+    tables = "\nreproduce: seeds"
+    assert rerun[rerun.index(tables):] == text[text.index(tables):] and again == res
 
 
 @pytest.mark.slow
@@ -449,9 +310,9 @@ def test_a_failed_run_stops_the_grid_in_one_line(tiny_corpus, tmp_path, monkeypa
     log, which holds the traceback; the grid stops; exit 1."""
     real = reproduce.arm_args
 
-    def random_ltd_fails(spec, name, f, lr, *settings):
+    def random_ltd_fails(spec, name, f, lr, *more):
         bad = ["--dtype=float16"] if name == "random-LTD" and f == 1 else []
-        return real(spec, name, f, lr, *settings) + bad
+        return real(spec, name, f, lr, *more) + bad
 
     monkeypatch.setattr(reproduce, "arm_args", random_ltd_fails)
     with pytest.raises(SystemExit) as e:
@@ -467,55 +328,6 @@ def test_a_failed_run_stops_the_grid_in_one_line(tiny_corpus, tmp_path, monkeypa
     bad = real(reproduce.SIZES["tiny"], "random-LTD", 1, lr) + ["--ltd_layers=7"]
     with pytest.raises(ValueError, match=r"dropping layers inside 0..2 \(got \[7\]\)"):
         reproduce.planned_steps(bad)  # what the checks before any run do see: train.py's own
-
-
-@pytest.mark.slow
-def test_the_lr_sweep_picks_each_arms_best_lr(tiny_corpus, tmp_path, monkeypatch, capsys):
-    """--lrs: every arm at 100% at each LR, then the sweep at each arm's best LR; the 100% runs at
-    the best LR are the sweep's own, not trained again."""
-    real, trained = train.train, []
-
-    def counted(cfg):
-        trained.append((cfg, real(cfg)))
-        return trained[-1][1]
-
-    monkeypatch.setattr(train, "train", counted)
-    flags = ["--cases=baseline,CL_seqtru_voc", "--fractions=0.5,1", "--seeds=1", "--lrs=1e-3,4e-3"]
-    res = tiny(tiny_corpus, tmp_path, *flags)
-    sweep = {("CL_seqtru_voc" if cfg.cl_metric else "baseline", cfg.learning_rate): out["val_loss"]
-             for cfg, out in trained[:4]}
-    assert len(trained) == 6 and len(sweep) == 4  # 2 arms x 2 LRs at 100%, then the 50% runs
-    text = capsys.readouterr().out
-    for name in ("baseline", "CL_seqtru_voc"):
-        best = min((1e-3, 4e-3), key=lambda lr: sweep[name, lr])
-        assert res[name, 1.0][0]["lr"] == res[name, 0.5][0]["lr"] == best
-        assert res[name, 1.0][0]["val_loss"] == sweep[name, best]
-        cells = [f"{sweep[name, lr]:.4f}" + ("*" if lr == best else " ") for lr in (1e-3, 4e-3)]
-        assert re.search(rf"^{name} +{re.escape(cells[0])} +{re.escape(cells[1])}$", text, re.M)
-    assert "LR per arm its best from the LR sweep above" in text
-
-
-@pytest.mark.slow
-def test_table_1_runs_every_arm_and_a_rerun_reuses_them_all(tiny_corpus, tmp_path, monkeypatch,
-                                                             capsys):
-    """python reproduce.py --size=tiny --table=1: every Table 1 arm takes its planned steps and its
-    row shows the paper's numbers; the same command again trains nothing and prints the same."""
-    flags = ["--table=1", "--seeds=1", "--fractions=0.5,1", "--jobs=2"]
-    first = tiny(tiny_corpus, tmp_path, *flags)
-    text = capsys.readouterr().out
-    assert set(first) == {(name, f) for name in reproduce.TABLES["1"] for f in (0.5, 1.0)}
-    for name, f, seed, args in reproduce.reproduce_cases(reproduce.SIZES["tiny"], [0.5, 1.0], [1],
-                                                         names=reproduce.TABLES["1"]):
-        assert first[name, f][0]["iter_num"] == reproduce.planned_steps(args)
-        row = rf"^{name} +{re.escape(reproduce.ARMS[name][0])} +(\S+x|not reached) "
-        assert re.search(row, text, re.M), name
-    monkeypatch.setattr(train, "train", None)  # a run would fail: all must be reused
-    again = tiny(tiny_corpus, tmp_path, *flags)
-    rerun = capsys.readouterr().out
-    assert rerun.startswith("reused 14 of 14 runs, finished earlier with the same flags and "
-                            f"training code (under {tmp_path}; --fresh runs them again)\n")
-    tables = "\nreproduce: seeds"
-    assert rerun[rerun.index(tables):] == text[text.index(tables):] and again == first
 
 
 def numbers_of(res):
