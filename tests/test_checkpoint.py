@@ -2,7 +2,6 @@
 
 import errno
 import os
-from dataclasses import asdict
 
 import pytest
 import torch
@@ -109,13 +108,3 @@ def test_check_resume_names_every_change():
     with pytest.raises(ValueError, match=r"another corpus than the one the checkpoint trained on "
                                          r"\(content abc -> xyz\)"):
         checkpoint.check_resume(saved, {**new, "corpus": "xyz"}, "ckpt.pt")
-
-
-def test_resumed_config_is_the_checkpoints_with_the_flags_that_may_change():
-    saved = asdict(parse_args(["--learning_rate=1e-3", "--max_iters=60", "--eval_interval=20"]))
-    cfg, notes = checkpoint.resumed_config(saved, parse_args(["--resume", "--max_iters=80"]),
-                                           {"resume", "max_iters"}, "ckpt.pt")
-    assert (cfg.learning_rate, cfg.max_iters, cfg.eval_interval, cfg.resume) == (1e-3, 80, 20, True)
-    assert notes[0].startswith("resuming with max_iters 60 -> 80: only the stop moves")
-    with pytest.raises(ValueError, match=r"would change --learning_rate 0.001 -> 0.002; drop those flags"):
-        checkpoint.resumed_config(saved, parse_args(["--resume"]), None, "ckpt.pt")  # None: all given

@@ -61,25 +61,19 @@ def test_what_every_rank_needs_is_built_once_per_machine(monkeypatch, rank, loca
 # train.py on one faked GPU: every CUDA-only line reached, its arguments checked
 
 
-def test_train_starts_and_steps_on_a_gpu_with_the_default_device(corpus, tmp_path):
+@pytest.mark.parametrize("bf16, dtype", [(True, "bfloat16"), (False, "float16")])
+def test_train_starts_and_steps_on_a_gpu_with_the_default_device(corpus, tmp_path, bf16, dtype):
     """`python train.py` on a CUDA machine: set_device gets an index (a bare "cuda" raises as the real one does),
-    the generator and batches go to cuda:0, bf16 autocast, fused AdamW, and the checkpoint says where it ran."""
-    with FakeCuda(n_gpu=1) as gpu:
+    the generator and batches go to cuda:0, bf16 autocast, fused AdamW, and the checkpoint says where it ran. A V100
+    or T4 reports bf16 'supported' through emulation: auto picks float16 with a loss scaler there."""
+    with FakeCuda(n_gpu=1, bf16=bf16, emulated_bf16=True) as gpu:
         out = train.train(cfg_for(corpus, tmp_path, "--device=auto", "--max_iters=3", "--eval_interval=3", *LTD))
     assert out["iter_num"] == 3 and out["val_loss"] < 6
     assert ("set_device", 0) in gpu.calls and ("Generator", "cuda:0") in gpu.calls
-    assert ("autocast", "cuda", torch.bfloat16) in gpu.calls and ("pin_memory",) in gpu.calls
+    assert ("autocast", "cuda", getattr(torch, dtype)) in gpu.calls and ("pin_memory",) in gpu.calls
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
-    assert ckpt["where"] == "cuda (bfloat16)" and ckpt["optimizer"]["param_groups"][0]["fused"] is True
+    assert ckpt["where"] == f"cuda ({dtype})" and ckpt["optimizer"]["param_groups"][0]["fused"] is True
     assert ckpt["rng"][0]["ltd"].numel() == ckpt["rng"][0]["cuda"].numel() == CUDA_STATE_BYTES
-
-
-def test_auto_precision_is_float16_where_bf16_is_only_emulated(corpus, tmp_path):
-    """A V100 or T4 reports bf16 'supported' through emulation: auto picks float16 with a loss scaler there."""
-    with FakeCuda(n_gpu=1, bf16=False, emulated_bf16=True) as gpu:
-        out = train.train(cfg_for(corpus, tmp_path, "--device=auto", "--max_iters=2", "--eval_interval=2"))
-    assert ("autocast", "cuda", torch.float16) in gpu.calls and out["iter_num"] == 2
-    assert torch.load(tmp_path / "ckpt.pt", weights_only=False)["where"] == "cuda (float16)"
 
 
 def test_a_gpu_checkpoint_resumes_on_the_cpu_and_a_cpu_one_on_the_gpu(corpus, tmp_path, capsys):
@@ -204,21 +198,12 @@ def test_an_error_under_torchrun_prints_once(corpus, tmp_path, fail_rank, extra,
     assert want.replace("CORPUS", corpus) in lines[0], lines
 
 
-def wait_for(path, timeout=120):
-    deadline = time.time() + timeout
-    while not os.path.exists(path) and time.time() < deadline:
-        time.sleep(0.1)
-    assert os.path.exists(path), f"{path} never appeared"
-
-
-def default_sigint():
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # subtle: a background shell job's children inherit SIGINT ignored
-
-
 def stopped_at(p, tmp_path, sig, after_s, resume):
     """sig to rank 0 after_s seconds in: p stops with one line naming the step and the command that
     resumes, its checkpoint whole (the checksum holds) at that step -> (the step, p's stderr)."""
-    wait_for(tmp_path / "rank0.json.pid")
+    deadline = time.time() + 120
+    while not os.path.exists(tmp_path / "rank0.json.pid") and time.time() < deadline:
+        time.sleep(0.1)
     time.sleep(after_s)  # some steps in
     os.kill(int(open(tmp_path / "rank0.json.pid").read()), sig)
     _, err = p.communicate(timeout=180)
@@ -234,7 +219,9 @@ def stopped_at(p, tmp_path, sig, after_s, resume):
 def test_a_signal_stops_after_the_step_with_a_checkpoint_and_one_line(corpus, tmp_path, sig):
     p = subprocess.Popen([sys.executable, recorder(tmp_path, sleep=0.05),
                           *argv_for(corpus, tmp_path, "--max_iters=100000", "--eval_interval=100000")], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # subtle: a background shell job's children inherit SIGINT ignored
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     n, err = stopped_at(p, tmp_path, sig, 1.5, f"python train.py --resume --out_dir={tmp_path}")
     assert len(err.strip().splitlines()) == 1 and n == len(ranks(tmp_path, 1)[0]["seen"])
 
