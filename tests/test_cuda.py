@@ -15,15 +15,10 @@ import torch
 from torch._dynamo.utils import counters
 
 from model import compile_model
-from test_random_ltd import assert_matches_reference, batch, grads, tiny
+from test_random_ltd import assert_matches_reference, batch, compile_count, grads, tiny
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def compile_count():
-    """Graphs torch.compile built so far in this process."""
-    return torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
 def cuda_model(n_layer=4, T=64, n_embd=64):

@@ -173,10 +173,7 @@ def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it(demo_corpu
     rows_ = [windows.get([i])[0, :16] for i in range(len(windows))]  # distinct tokens, by hand
     metric = np.array([len(set(r.tolist())) for r in rows_])
     i2s = np.argsort(metric, kind="stable")
-    i2m = metric[i2s]
-    N = len(i2s)
-    rank = np.empty(N, dtype=np.int64)
-    rank[i2s] = np.arange(N)
+    i2m, N, rank = metric[i2s], len(i2s), np.argsort(i2s)  # rank[id]: 0 = the easiest
     sc = {"total_curriculum_step": 600, "difficulty_step": 1, "root_degree": 2}
     entry = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
              "schedule_type": "fixed_root", "schedule_config": sc}  # the schedule the line names

@@ -138,14 +138,20 @@ def torchrun(*args, **kw):
 
 
 @pytest.mark.slow
-def test_torchrun_on_two_faked_gpus(corpus, tmp_path):
-    """Each rank takes cuda:LOCAL_RANK, NCCL, and DDP with device_ids=[its index]."""
+def test_torchrun_on_two_faked_gpus_hashes_a_nanogpt_corpus_on_one_rank(corpus, tmp_path):
+    """Each rank takes cuda:LOCAL_RANK, NCCL, and DDP with device_ids=[its index]. A nanoGPT directory (no
+    meta.json) is read whole by rank 0 alone; rank 1 waits at the barrier, then finds the record (scan.json) and
+    reads only that."""
+    nano = nanogpt_copy(corpus, tmp_path / "nano")
     p = torchrun("--standalone", "--nproc_per_node=2", recorder(tmp_path, gpus=2),
-                 *argv_for(corpus, tmp_path, "--device=auto", "--max_iters=2", "--global_batch_size=8"))
-    _, err = p.communicate(timeout=300)
+                 *argv_for(nano, tmp_path / "out", "--device=auto", "--vocab_size=257", "--max_iters=2",
+                           "--global_batch_size=8"))
+    out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err[-3000:]
     for r, rec in enumerate(ranks(tmp_path)):
         assert rec["calls"] == [["set_device", r], ["init_process_group", "nccl"], ["DDP", [r]]]
+    assert [len(rec["scans"]) for rec in ranks(tmp_path)] == [1, 0]
+    assert len([x for x in out.splitlines() if x.startswith("hashing ")]) == 1, out
 
 
 def free_port():
@@ -168,19 +174,6 @@ def test_two_nodes_train_disjoint_slices_and_only_rank_0_writes(corpus, tmp_path
     a, b = (rec["seen"] for rec in ranks(tmp_path))
     assert len(a) == len(b) == 3 and all(len(x) == len(y) == 4 and not set(x) & set(y) for x, y in zip(a, b))
     assert os.path.exists(tmp_path / "node0" / "ckpt.pt") and not os.path.exists(tmp_path / "node1" / "ckpt.pt")
-
-
-@pytest.mark.slow
-def test_one_rank_per_machine_hashes_a_nanogpt_corpus_and_the_others_wait(corpus, tmp_path):
-    """A nanoGPT directory (no meta.json) is read whole by rank 0 alone; rank 1 waits at the barrier, then finds
-    the record (scan.json) and reads only that."""
-    nano = nanogpt_copy(corpus, tmp_path / "nano")
-    p = torchrun("--standalone", "--nproc_per_node=2", recorder(tmp_path), *TINY, f"--data_dir={nano}",
-                 "--vocab_size=257", f"--out_dir={tmp_path / 'out'}", "--max_iters=1", "--global_batch_size=8")
-    out, err = p.communicate(timeout=300)
-    assert p.returncode == 0, err[-3000:]
-    assert [len(rec["scans"]) for rec in ranks(tmp_path)] == [1, 0]
-    assert len([x for x in out.splitlines() if x.startswith("hashing ")]) == 1, out
 
 
 @pytest.mark.slow
