@@ -118,6 +118,8 @@ def assert_matches_reference(model, b, ltd_idx, atol, rtol):
 
 
 def test_outputs_and_gradients_equal_a_per_sample_reference():
+    """Catches what tests/test_exercises.py's exercise 11 cannot (it swaps the block, not the model): a dropping
+    layer given another layer's kept positions."""
     model, b = tiny(), batch(B=3)
     ltd_idx = model.sample_ltd_indices(3, 16, 6, torch.Generator().manual_seed(9))
     assert_matches_reference(model, b, ltd_idx, atol=1e-6, rtol=1e-5)
