@@ -160,9 +160,10 @@ def test_scheduler_demo_table_is_the_schedules_of_train_py_s_flags(capsys):
 # sampler.py
 
 
-def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it(demo_corpus, capsys):
+def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it_then_cuts_a_batch(demo_corpus, capsys):
     """Catches: the pool of d(t) instead of d(t+1), a pool size that is not admitted_prefix's, a
-    rank taken from index_to_sample instead of its inverse, ids drawn from outside the pool."""
+    rank taken from index_to_sample instead of its inverse, ids drawn from outside the pool; seqlen
+    truncate to L tokens instead of L+1, reshape rows that share no token (Megatron's) or drop a row."""
     sampler.demo(demo_corpus, block_size=16)
     out = capsys.readouterr().out
     assert "d(t+1): percentile 1..100, fixed_root (root_degree 2) over 600 steps" in out  # the
@@ -189,13 +190,7 @@ def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it(demo_corpu
             assert int(r.replace(",", "")) == rank[int(i)] < pool  # one of the admitted easiest
         assert drawn.endswith("   every rank < pool")
     assert pools == sorted(pools) and pools[0] < pools[-1] == N
-
-
-def test_sampler_demo_seqlen_transforms_of_a_small_batch(demo_corpus, capsys):
-    """Catches: truncate to L tokens instead of L+1, reshape rows that share no token (Megatron's)
-    or drop a row. By hand: windows [0..8], [8..16]; L = 4."""
-    sampler.demo(demo_corpus, block_size=16, steps=(0,))
-    out = capsys.readouterr().out
+    # by hand: windows [0..8], [8..16]; L = 4
     truncated = "[[ 0  1  2  3  4]\n [ 8  9 10 11 12]]"
     reshaped = "[[ 0  1  2  3  4]\n [ 4  5  6  7  8]\n [ 8  9 10 11 12]\n [12 13 14 15 16]]"
     assert f"seqlen_truncate(batch, 4): the first L+1 tokens\n{truncated}\n" in out
