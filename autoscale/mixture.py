@@ -171,8 +171,7 @@ def perturbed_amounts(base, factors=(1 / 3, 3.0)):
     if np.any(base <= 0) or len(factors) != 2 or not 0 < factors[0] < 1 < factors[1]:
         raise ValueError("need base amounts > 0 and factors down,up with 0 < down < 1 < up, "
                          f"got {base}, {factors}")
-    down, up = factors
     runs = np.tile(base, (2 * m + 1, 1))  # (2m + 1, m)
-    runs[1 + np.arange(m), np.arange(m)] *= down
-    runs[1 + m + np.arange(m), np.arange(m)] *= up
+    runs[1 + np.arange(m), np.arange(m)] *= factors[0]  # down
+    runs[1 + m + np.arange(m), np.arange(m)] *= factors[1]  # up
     return runs
