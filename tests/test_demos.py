@@ -116,16 +116,6 @@ def test_analyzer_demo_takes_any_registered_metric_or_refuses_in_one_line(demo_c
 # scheduler.py
 
 
-def table_rows(out, n_columns):
-    """Rows of numbers (commas removed) of a printed table."""
-    rows = []
-    for line in out.splitlines():
-        cells = line.split()
-        if len(cells) == n_columns and all(re.fullmatch(r"[\d,]+", c) for c in cells):
-            rows.append([int(c.replace(",", "")) for c in cells])
-    return rows
-
-
 def test_scheduler_demo_table_is_the_schedules_of_train_py_s_flags(capsys):
     """Catches: d(t+1) or r(t+1) printed for t, another root degree, total_curriculum_step or
     require_steps than train.py's defaults give, a column under another schedule's name."""
@@ -134,7 +124,8 @@ def test_scheduler_demo_table_is_the_schedules_of_train_py_s_flags(capsys):
     header = "step t  fixed_linear  fixed_root  fixed_discrete  seqlen(t)  r(t)"
     assert header in out and "d(t): percentile of max_difficulty 100 (d admits the easiest d%" in out
     assert "seqlen(t): the sequence-length curriculum in tokens" in out  # each column's unit
-    rows = table_rows(out, 6)
+    rows = [[int(c.replace(",", "")) for c in line.split()] for line in out.splitlines()  # the table's numbers
+            if len(line.split()) == 6 and all(re.fullmatch(r"[\d,]+", c) for c in line.split())]
     assert [r[0] for r in rows] == list(range(1, 1501))
     ltd = ds_config.from_flags(train.parse_args(["--random_ltd"]), 16)[1]
     ltd = scheduler.RandomLTDScheduler(ltd["random_ltd_schedule"])

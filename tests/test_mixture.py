@@ -44,18 +44,6 @@ NOTEBOOK_PREDICTIONS = {
 }
 
 
-def marginals(params, x):
-    """b_i (x_i + a_i) ** -(b_i + 1): the loss saved by the next unit of domain i."""
-    return np.array([b * (xi + a) ** -(b + 1) for xi, (a, b, _) in zip(x, params)])
-
-
-def fit_perturbed(losses, factors=(1 / 3, 3.0)):
-    """The notebook's fits: domain i through rows down_i, base, up_i of the 2m + 1 runs in perturbed_amounts' order,
-    x = [down, 1, up], y = loss / base loss."""
-    m, x = len(losses) // 2, np.array([factors[0], 1.0, factors[1]])
-    return [fit_power_law(x, losses[[1 + i, 0, 1 + m + i]] / losses[0]) for i in range(m)]
-
-
 # --- fit ----------------------------------------------------------------------------------------
 
 def test_fit_three_points_recovers_parameters():
@@ -82,7 +70,7 @@ def test_ddo_optimum_satisfies_kkt(total, lower):
     params = NOTEBOOK_PARAMS + [(0.5, 0.3, 0.9), (4.0, 2.5, 0.1)]
     x = ddo_optimum(params, total, lower)
     assert x.sum() == pytest.approx(total, rel=1e-12) and np.all(x >= lower)
-    g = marginals(params, x)
+    g = np.array([b * (xi + a) ** -(b + 1) for xi, (a, b, _) in zip(x, params)])  # the loss the next unit saves
     free = x > lower + 1e-12
     assert free.any()
     lam = g[free].mean()
@@ -91,9 +79,11 @@ def test_ddo_optimum_satisfies_kkt(total, lower):
 
 
 def test_fits_then_optimum_reproduce_the_notebook():
-    """DDO_example.ipynb: y = [loss down, base, loss up] / base loss at x = [1/5, 1, 3], one fit per domain;
-    then the optimum of its fits, and of ours, with github (index 1) at the bound 0.2 and the others above it."""
-    fits = fit_perturbed(NOTEBOOK_AVG_PPL, NOTEBOOK_FACTORS)
+    """DDO_example.ipynb: y = [loss down, base, loss up] / base loss at x = [1/5, 1, 3], one fit per domain (domain i
+    through rows down_i, base, up_i of the 2m + 1 runs in perturbed_amounts' order); then the optimum of its fits,
+    and of ours, with github (index 1) at the bound 0.2 and the others above it."""
+    ppl, x = NOTEBOOK_AVG_PPL, np.array([NOTEBOOK_FACTORS[0], 1.0, NOTEBOOK_FACTORS[1]])
+    fits = [fit_power_law(x, ppl[[1 + i, 0, 8 + i]] / ppl[0]) for i in range(7)]
     np.testing.assert_allclose(np.array(fits), np.array(NOTEBOOK_PARAMS), rtol=1e-9)
     for params in (NOTEBOOK_PARAMS, fits):
         x = ddo_optimum(params, 7.0, 0.2)
