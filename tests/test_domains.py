@@ -8,7 +8,7 @@ import pytest
 
 import data
 from autoscale.domains import DomainSampler, domain_counts, domain_weights, window_domains
-from test_sampler import N, Windows, custom, ids_of, metric_index, run_steps
+from test_sampler import N, Windows, custom, metric_index, run_steps
 
 DOMAINS = np.random.default_rng(4).integers(0, 3, N)  # 3 domains of about 67 samples
 
@@ -30,7 +30,8 @@ def test_every_global_batch_has_exact_domain_counts_and_the_same_on_every_rank()
     for t in range(20):
         g = s.global_ids(t)
         assert np.bincount(DOMAINS[g], minlength=3).tolist() == [8, 5, 3]  # 8, 4.8, 3.2
-        assert np.array_equal(np.concatenate([ids_of(r.next_batch(t)) for r in ranks]), g)
+        # a window's first token (of T = 32) identifies it
+        assert np.array_equal(np.concatenate([r.next_batch(t)[:, 0] // 32 for r in ranks]), g)
         assert len(set(DOMAINS[g[:8]].tolist())) > 1  # domains mixed over the batch, not one rank per domain
 
 

@@ -154,17 +154,14 @@ def test_torchrun_on_two_faked_gpus_hashes_a_nanogpt_corpus_on_one_rank(corpus, 
     assert len([x for x in out.splitlines() if x.startswith("hashing ")]) == 1, out
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_nodes_train_disjoint_slices_and_only_rank_0_writes(corpus, tmp_path):
     """torchrun --nnodes=2 on localhost (two launchers, Gloo): each node's rank draws its half of every global batch,
     and only node 0 writes a checkpoint (node 1 is given another out_dir to show it writes nothing)."""
-    script, port = recorder(tmp_path), free_port()
+    with socket.socket() as s:  # a free port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = recorder(tmp_path)
     nodes = [torchrun("--nnodes=2", f"--node_rank={k}", "--nproc_per_node=1", "--master_addr=127.0.0.1",
                       f"--master_port={port}", script, *TINY, f"--data_dir={corpus}", "--max_iters=3",
                       "--eval_interval=3", "--global_batch_size=8", f"--out_dir={tmp_path / f'node{k}'}")

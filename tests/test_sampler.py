@@ -48,10 +48,6 @@ def make(kind="percentile", fn=lambda u: 100, seed=0, metric_seed=0, G=16, **kw)
     return CurriculumSampler(Windows(), G, {"a": custom(kind, fn)}, {"a": index}, seed=seed, **kw), m, index
 
 
-def ids_of(batch, T=32):
-    return batch[:, 0] // T  # a window's first token identifies it
-
-
 def test_dense_is_a_permutation_per_pass_from_its_own_generator():
     np.random.seed(0)  # the global RNG plays no part
     s = CurriculumSampler(Windows(), 20, seed=3)
@@ -161,17 +157,12 @@ def entry(kind, lo, hi, total, step):
             "schedule_config": {"total_curriculum_step": total, "difficulty_step": step}}
 
 
-def loader_metrics(seqlen="seqlen_truncate"):
-    """Percentile 10 -> 50 of max 50 (10, 20, .. by step) and lengths 8, 16, 24, 32 over 3 steps."""
+def loader(seqlen="seqlen_truncate", rank=0, world=1, seed=0, G=8):
+    """T=32; percentile 10 -> 50 of max 50 (10, 20, .. by step) and lengths 8, 16, 24, 32 over 3 steps."""
     metrics = {"m": entry("percentile", 10, 50, 4, 10)}
     if seqlen:
         metrics[seqlen] = entry("value", 8, 32, 3, 8)
-    return metrics, {"m": metric_index(11)[1]}
-
-
-def loader(seqlen="seqlen_truncate", rank=0, world=1, seed=0, G=8):
-    """T=32, the curricula of loader_metrics."""
-    return CurriculumSampler(Windows(N, 32), G, *loader_metrics(seqlen), seed, rank, world)
+    return CurriculumSampler(Windows(N, 32), G, metrics, {"m": metric_index(11)[1]}, seed, rank, world)
 
 
 def record_ids(monkeypatch, cls=CurriculumSampler):
