@@ -43,16 +43,20 @@ def domain_weights(text, names):
 
 
 def window_domains(windows):
-    """(N,) uint8 domain id of every window of a split, from meta.json's domain_offsets (a corpus
-    with domains: its callers checked that meta.json names two or more).
+    """(N,) uint8 domain id of every window of a split (meta.json's domain_offsets), or None.
 
     Window i's domain is its middle token's, i*T + T//2: the domain holding most of it.
     domain_offsets [0, 40, 100], T = 16 -> middles 8, 24, 40, 56, 72, 88
         -> domains [0, 0, 1, 1, 1, 1]
     """
-    split = os.path.basename(windows.path).removesuffix(".bin")  # train or val
-    with open(os.path.join(os.path.dirname(windows.path), "meta.json")) as f:
-        offsets = json.load(f)["domain_offsets"][split]
+    meta_path = os.path.join(os.path.dirname(windows.path), "meta.json")
+    split = os.path.basename(windows.path).removesuffix(".bin")
+    if not os.path.exists(meta_path):
+        return None
+    with open(meta_path) as f:
+        offsets = json.load(f).get("domain_offsets", {}).get(split)
+    if offsets is None:
+        return None
     T = windows.block_size
     middle = np.arange(len(windows), dtype=np.int64) * T + T // 2  # (N,)
     # o[d] <= mid < o[d+1]
