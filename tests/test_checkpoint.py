@@ -11,16 +11,6 @@ from support import files
 from train import parse_args
 
 
-def test_round_trip_and_plain_torch_load(tmp_path):
-    path = str(tmp_path / "ckpt.pt")
-    ckpt = {"model": {"w": torch.arange(6.0)}, "state": {"iter_num": 3}}
-    checkpoint.save_checkpoint(path, ckpt)
-    back = checkpoint.load_checkpoint(path)
-    assert torch.equal(back["model"]["w"], ckpt["model"]["w"]) and back["state"] == {"iter_num": 3}
-    assert torch.load(path, weights_only=False)["state"]["iter_num"] == 3  # still a plain torch.save file
-    assert os.listdir(tmp_path) == ["ckpt.pt"]  # no temporary left behind
-
-
 @pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "foreign", "missing"])
 def test_a_damaged_or_missing_checkpoint_is_one_clear_error(tmp_path, damage):
     path = str(tmp_path / "ckpt.pt")
@@ -36,16 +26,20 @@ def test_a_damaged_or_missing_checkpoint_is_one_clear_error(tmp_path, damage):
         checkpoint.load_checkpoint(path)
 
 
-def test_disk_full_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+def test_round_trip_plain_torch_load_and_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     path = str(tmp_path / "ckpt.pt")
-    checkpoint.save_checkpoint(path, {"state": {"iter_num": 1}})
+    ckpt = {"model": {"w": torch.arange(6.0)}, "state": {"iter_num": 3}}
+    checkpoint.save_checkpoint(path, ckpt)
+    back = checkpoint.load_checkpoint(path)
+    assert torch.equal(back["model"]["w"], ckpt["model"]["w"]) and back["state"] == {"iter_num": 3}
+    assert torch.load(path, weights_only=False)["state"]["iter_num"] == 3  # still a plain torch.save file
     before = open(path, "rb").read()
     monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
     with pytest.raises(ValueError,
                        match=r"could not write checkpoint .*No space left on device.*previous one is intact"):
         checkpoint.save_checkpoint(path, {"state": {"iter_num": 2}})
     monkeypatch.undo()
-    assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["ckpt.pt"]
+    assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["ckpt.pt"]  # no temporary left behind
 
 
 def test_atomic_write_temporaries_are_unique_and_cleaned(tmp_path):
