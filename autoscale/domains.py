@@ -108,9 +108,7 @@ class DomainSampler(CurriculumSampler):
                                  f"samples at step {step} ({self.difficulties(step)}); give it "
                                  "weight 0 or raise min_difficulty")
         parts = [bag.take(self.rng, n, self.mask) for bag, n in zip(self.bags, self.counts) if n]
-        ids = np.concatenate(parts)
-        self.rng.shuffle(ids)
-        return ids
+        return self.rng.permutation(np.concatenate(parts))  # shuffled
 
     def state_dict(self):
         return {**super().state_dict(), "bag": None,

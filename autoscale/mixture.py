@@ -53,9 +53,7 @@ def _a_given_b(b, x0, x1, d01):
 
     The left side falls monotonically in a, so bisect on s = log(x0 + a) (keeps x0 + a > 0).
     """
-    lo = np.full_like(b, -700.0)
-    hi = np.full_like(b, 700.0)
-    gap = x1 - x0
+    lo, hi, gap = np.full_like(b, -700.0), np.full_like(b, 700.0), x1 - x0
     with np.errstate(over="ignore", invalid="ignore"):
         for _ in range(90):
             s = 0.5 * (lo + hi)
@@ -77,8 +75,7 @@ def fit_power_law(x, y):
     x=[1/5, 1, 3], y=[1.0711, 1, 0.9172] -> (2.665, 1.250, 0.803)
     (the notebook's common_crawl, rounded).
     """
-    x = _check("x", x, min_len=3)
-    y = _check("y", y, min_len=3)
+    x, y = _check("x", x, min_len=3), _check("y", y, min_len=3)
     if not len(x) == len(y) == 3:
         raise ValueError(f"need exactly three points, one y per x; got {len(x)} x and {len(y)} y")
     if np.any(x < 0):
@@ -88,8 +85,7 @@ def fit_power_law(x, y):
     if not (x[0] < x[1] < x[2] and y[0] > y[1] > y[2]):
         raise ValueError("three points need distinct x and a loss that falls as x grows, "
                          f"got x={x}, y={y}")
-    d01 = y[0] - y[1]
-    d12 = y[1] - y[2]
+    d01, d12 = y[0] - y[1], y[1] - y[2]
 
     def h(b):  # second equation, with a solved from the first: zero at an exact fit
         a = _a_given_b(b, x[0], x[1], d01)
@@ -104,8 +100,7 @@ def fit_power_law(x, y):
         raise ValueError(f"no power law (x + a) ** -b + c passes through x={x}, y={y} "
                          "(it needs a decreasing, convex loss); re-measure the runs")
     k = brackets[-1]  # the larger-b solution, as curve_fit finds it
-    lo, hi = grid[k], grid[k + 1]
-    sign_lo = np.sign(hg[k])
+    lo, hi, sign_lo = grid[k], grid[k + 1], np.sign(hg[k])
     for _ in range(64):  # the bracket spans a factor 1.02: 64 halvings reach rounding
         mid = np.sqrt(lo * hi)
         lo, hi = (mid, hi) if np.sign(h(np.array([mid]))[0]) == sign_lo else (lo, mid)
@@ -127,8 +122,7 @@ def ddo_optimum(params, total, lower=0.0):
     p = np.asarray(params, dtype=np.float64)
     if p.ndim != 2 or p.shape[1] != 3 or not np.all(np.isfinite(p)):
         raise ValueError(f"params must be finite (a, b, c) triples, one per domain, got {params!r}")
-    a, b = p[:, 0], p[:, 1]
-    m = len(p)
+    a, b, m = p[:, 0], p[:, 1], len(p)
     if np.any(b <= 0):
         raise ValueError(f"every b must be > 0 (loss falls as a domain grows), got b={b}; "
                          "refit or drop them")
@@ -159,8 +153,7 @@ def autoscale_predict(n1, n2, t):
     Exact when every domain's optimum is a power of one scale s, n_i(s) = k_i * s ** p_i: then
     n(t) = n_i(s1 * (s2 / s1) ** t). n1=[1, 4], n2=[2, 8], t=2 -> [4, 16].
     """
-    n1 = _check("n1", n1)
-    n2 = _check("n2", n2)
+    n1, n2 = _check("n1", n1), _check("n2", n2)
     if n1.shape != n2.shape or np.any(n1 <= 0) or np.any(n2 <= 0) or not np.isfinite(t):
         raise ValueError("n1 and n2 must be positive amounts of equal length and t finite, "
                          f"got {n1}, {n2}, t={t}")
@@ -178,8 +171,7 @@ def perturbed_amounts(base, factors=(1 / 3, 3.0)):
     if np.any(base <= 0) or len(factors) != 2 or not 0 < factors[0] < 1 < factors[1]:
         raise ValueError("need base amounts > 0 and factors down,up with 0 < down < 1 < up, "
                          f"got {base}, {factors}")
-    down, up = factors
     runs = np.tile(base, (2 * m + 1, 1))  # (2m + 1, m)
-    runs[1 + np.arange(m), np.arange(m)] *= down
-    runs[1 + m + np.arange(m), np.arange(m)] *= up
+    runs[1 + np.arange(m), np.arange(m)] *= factors[0]  # down
+    runs[1 + m + np.arange(m), np.arange(m)] *= factors[1]  # up
     return runs

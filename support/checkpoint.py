@@ -86,8 +86,7 @@ def resume(ckpt, parts, settings, gen, rank, world_size, where, path, notes):
     settings; another world size, device or precision is allowed and said in notes."""
     check_resume(ckpt["settings"], settings, path)
     # subtle: fused/foreach/capturable follow this device, not the saver's
-    groups = ckpt["optimizer"]["param_groups"]
-    for g, mine in zip(groups, parts["optimizer"].param_groups):
+    for g, mine in zip(ckpt["optimizer"]["param_groups"], parts["optimizer"].param_groups):
         g.update({k: mine[k] for k in ("fused", "foreach", "capturable") if k in mine})
     for k, p in parts.items():
         p.load_state_dict(ckpt[k])
@@ -130,9 +129,7 @@ def resumed_config(saved, cfg, given, path):
     """The config of a --resume -> (config, notes): the checkpoint's (saved: its config as a dict),
     with the flags given on the command line (given: their names; None = every field of cfg) where
     they may differ. Any other flag given must agree with the checkpoint: one line names each."""
-    merged = {}
-    changed = []
-    notes = []
+    merged, changed, notes = {}, [], []
     for f in fields(cfg):
         old, new = saved.get(f.name, getattr(cfg, f.name)), getattr(cfg, f.name)
         taken = given is None or f.name in given
@@ -156,8 +153,7 @@ def flatten(d, prefix=""):
     name."""
     out = {}
     for k, v in (d or {}).items():
-        leaves = flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v}
-        out.update(leaves)
+        out.update(flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {prefix + k: v})
     return out
 
 

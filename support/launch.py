@@ -69,12 +69,10 @@ def parse(cls, argv, prog, description=""):
                allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter)
     for f in fields(cls):
         help = f"{f.metadata.get('help', '')} (default: {f.default!r})".replace("%", "%%")
-        if f.type is bool:
-            p.add_argument(f"--{f.name}", type=to_bool, default=f.default, help=help,
-                           metavar="BOOL", nargs="?", const=True)
-        else:
-            p.add_argument(f"--{f.name}", type=f.type, default=f.default, help=help,
-                           metavar=f.type.__name__.upper(), choices=f.metadata.get("choices"))
+        # a bool also as --key alone
+        kind = dict(type=to_bool, nargs="?", const=True) if f.type is bool else dict(type=f.type)
+        p.add_argument(f"--{f.name}", default=f.default, help=help, metavar=f.type.__name__.upper(),
+                       choices=f.metadata.get("choices"), **kind)
     cfg = cls(**vars(p.parse_args(argv)))
     for f in fields(cls):  # lower bounds: one line naming the flag
         low, value = f.metadata.get("low"), getattr(cfg, f.name)
@@ -159,8 +157,7 @@ def process(device, ckpt_path, resume=""):
     torchrun's group joined and left again, an error given its line while the group is up
     (error_line), and SIGTERM or SIGINT noted in signals["got"] for the loop to stop after its step;
     a second one stops at once, its line naming the command that continues (resume)."""
-    signals = {"got": None}
-    old = {}
+    signals, old = {"got": None}, {}
     ddp = "RANK" in os.environ  # under torchrun
 
     def handler(signum, frame):
@@ -174,10 +171,8 @@ def process(device, ckpt_path, resume=""):
             old[sig] = signal.signal(sig, handler)
     try:
         env = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
-        if ddp:
-            rank, local_rank, world_size, local_world = (int(os.environ[k]) for k in env)
-        else:
-            rank, local_rank, world_size, local_world = 0, 0, 1, 1
+        ids = [int(os.environ[k]) for k in env] if ddp else [0, 0, 1, 1]
+        rank, local_rank, world_size, local_world = ids
         n_gpu = torch.cuda.device_count() if device != "cpu" else 0
         device = resolve_device(device, n_gpu, local_rank, local_world)
         if device != "cpu":

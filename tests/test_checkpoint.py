@@ -2,7 +2,6 @@
 
 import errno
 import os
-from dataclasses import asdict
 
 import pytest
 import torch
@@ -10,16 +9,6 @@ import torch
 from support import checkpoint
 from support import files
 from train import parse_args
-
-
-def test_round_trip_and_plain_torch_load(tmp_path):
-    path = str(tmp_path / "ckpt.pt")
-    ckpt = {"model": {"w": torch.arange(6.0)}, "state": {"iter_num": 3}}
-    checkpoint.save_checkpoint(path, ckpt)
-    back = checkpoint.load_checkpoint(path)
-    assert torch.equal(back["model"]["w"], ckpt["model"]["w"]) and back["state"] == {"iter_num": 3}
-    assert torch.load(path, weights_only=False)["state"]["iter_num"] == 3  # still a plain torch.save file
-    assert os.listdir(tmp_path) == ["ckpt.pt"]  # no temporary left behind
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "foreign", "missing"])
@@ -37,16 +26,20 @@ def test_a_damaged_or_missing_checkpoint_is_one_clear_error(tmp_path, damage):
         checkpoint.load_checkpoint(path)
 
 
-def test_disk_full_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+def test_round_trip_plain_torch_load_and_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     path = str(tmp_path / "ckpt.pt")
-    checkpoint.save_checkpoint(path, {"state": {"iter_num": 1}})
+    ckpt = {"model": {"w": torch.arange(6.0)}, "state": {"iter_num": 3}}
+    checkpoint.save_checkpoint(path, ckpt)
+    back = checkpoint.load_checkpoint(path)
+    assert torch.equal(back["model"]["w"], ckpt["model"]["w"]) and back["state"] == {"iter_num": 3}
+    assert torch.load(path, weights_only=False)["state"]["iter_num"] == 3  # still a plain torch.save file
     before = open(path, "rb").read()
     monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
     with pytest.raises(ValueError,
                        match=r"could not write checkpoint .*No space left on device.*previous one is intact"):
         checkpoint.save_checkpoint(path, {"state": {"iter_num": 2}})
     monkeypatch.undo()
-    assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["ckpt.pt"]
+    assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["ckpt.pt"]  # no temporary left behind
 
 
 def test_atomic_write_temporaries_are_unique_and_cleaned(tmp_path):
@@ -109,13 +102,3 @@ def test_check_resume_names_every_change():
     with pytest.raises(ValueError, match=r"another corpus than the one the checkpoint trained on "
                                          r"\(content abc -> xyz\)"):
         checkpoint.check_resume(saved, {**new, "corpus": "xyz"}, "ckpt.pt")
-
-
-def test_resumed_config_is_the_checkpoints_with_the_flags_that_may_change():
-    saved = asdict(parse_args(["--learning_rate=1e-3", "--max_iters=60", "--eval_interval=20"]))
-    cfg, notes = checkpoint.resumed_config(saved, parse_args(["--resume", "--max_iters=80"]),
-                                           {"resume", "max_iters"}, "ckpt.pt")
-    assert (cfg.learning_rate, cfg.max_iters, cfg.eval_interval, cfg.resume) == (1e-3, 80, 20, True)
-    assert notes[0].startswith("resuming with max_iters 60 -> 80: only the stop moves")
-    with pytest.raises(ValueError, match=r"would change --learning_rate 0.001 -> 0.002; drop those flags"):
-        checkpoint.resumed_config(saved, parse_args(["--resume"]), None, "ckpt.pt")  # None: all given

@@ -6,24 +6,16 @@ length curriculum, a resume that continues bit-exactly, and the smallest reprodu
 """
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 from torch._dynamo.utils import counters
 
 from model import compile_model
-from test_random_ltd import assert_matches_reference, batch, grads, tiny
+from test_random_ltd import assert_matches_reference, batch, compile_count, grads, tiny
+from test_train import ROOT, run
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def compile_count():
-    """Graphs torch.compile built so far in this process."""
-    return torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
 def cuda_model(n_layer=4, T=64, n_embd=64):
@@ -89,10 +81,6 @@ def test_compiled_equals_eager_on_cuda_and_compiles_once_per_mode():
 
 # -----------------------------------------------------------------------------
 # the GPU acceptance test: train.py and reproduce.py as users run them, on the default device
-
-
-def run(*args, env=None):
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
 
 
 def test_train_py_on_its_defaults_starts_on_cuda_0(tmp_path):

@@ -21,7 +21,6 @@ import data
 import random_ltd
 import sampler
 import scheduler
-from services import index as index_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,29 +35,30 @@ def demo_corpus(corpus, tmp_path):
     return str(d)
 
 
-def sorted_index(data_dir, block_size):
-    """(index_to_sample, index_to_metric, sample_to_metric) of vocab_rarity, built apart."""
-    bin_path = os.path.join(data_dir, "train.bin")
-    out = os.path.join(data_dir, "check-index")
-    got = index_cache.ensure_index(bin_path, block_size, ["vocab_rarity"], out, 1, verbose=False)
-    index = got["vocab_rarity"]
-    return (np.asarray(index["index_to_sample"]), np.asarray(index["index_to_metric"]),
-            np.asarray(index["sample_to_metric"]))
-
-
 # -----------------------------------------------------------------------------
 # analyzer.py
 
 
-def test_analyzer_demo_shows_the_easiest_median_and_hardest_windows(demo_corpus, capsys):
+def test_analyzer_demo_shows_the_easiest_median_and_hardest_windows_and_why(demo_corpus, capsys):
     """Catches: a descending sort, printing the rank instead of the window id, the hardest taken
-    from the wrong end, a window decoded from another id, a histogram that loses windows."""
+    from the wrong end, a window decoded from another id, a histogram that loses windows; a caption
+    of another window than the one above it, counts of another token than the window's commonest,
+    a -ln p not the split's. By hand: why([32, 32, 97]) names ' ' twice."""
+    neg_log_p = np.full(257, 2.0)
+    neg_log_p[32] = 1.25
+    assert analyzer.why(np.array([32, 32, 97]), neg_log_p) == (
+        "2 of its 3 tokens are ' ' (-ln p 1.2 each); 0 are bytes >= 128 (non-ASCII)")
+    assert analyzer.why(np.array([194, 194, 97, 200]), neg_log_p).startswith(
+        "2 of its 4 tokens are byte 194 (-ln p 2.0 each); 3 are bytes >= 128")
     analyzer.demo(demo_corpus, block_size=16, k=2)
     out = capsys.readouterr().out.splitlines()
-    i2s, i2m, s2m = sorted_index(demo_corpus, 16)
+    bin_path = os.path.join(demo_corpus, "train.bin")
+    index = analyzer.metric_index(bin_path, 16)
+    s2m, i2s, i2m = (index[k] for k in analyzer.KEYS)
     N = len(i2s)
     shown = {"easiest": [], "median": [], "hardest": []}
-    windows = data.SampleWindows(os.path.join(demo_corpus, "train.bin"), 16)
+    windows = data.SampleWindows(bin_path, 16)
+    neg_log_p = analyzer.unigram_neg_log_p(analyzer.unigram_counts(bin_path))
     for j, line in enumerate(out):
         m = re.fullmatch(r"(easiest|median|hardest): window (\d+), vocab_rarity ([\d.]+)", line)
         if m:
@@ -68,6 +68,8 @@ def test_analyzer_demo_shows_the_easiest_median_and_hardest_windows(demo_corpus,
             text = data.decode(windows.get([i]))
             escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
             assert out[j + 1].strip().startswith("|" + escaped[:40])  # the window's own text
+            caption = next(line for line in out[j + 1 :] if line.startswith("    ^ "))
+            assert caption == "    ^ " + analyzer.why(windows.get([i])[0], neg_log_p)
     assert shown == {"easiest": list(i2s[:2]), "median": [i2s[N // 2]],
                      "hardest": [i2s[-1], i2s[-2]]}
     assert s2m[shown["easiest"][-1]] <= s2m[shown["median"][0]] <= s2m[shown["hardest"][-1]]
@@ -84,28 +86,6 @@ def test_analyzer_demo_shows_the_easiest_median_and_hardest_windows(demo_corpus,
                              "spaces, so a run of spaces")  # the easiest boxes look blank
     assert f"index_to_sample[:6] = {i2s[:6].tolist()}  (window ids, easiest first)" in out
     assert f"index_to_metric[:6] = {np.round(i2m[:6], 2).tolist()}  (non-decreasing)" in out
-
-
-def test_analyzer_demo_says_what_makes_each_window_easy_or_hard(demo_corpus, capsys):
-    """Catches: a caption of another window than the one above it, counts of another token than the
-    window's commonest, a -ln p not the split's. By hand: why([32, 32, 97]) names ' ' twice."""
-    neg_log_p = np.full(257, 2.0)
-    neg_log_p[32] = 1.25
-    assert analyzer.why(np.array([32, 32, 97]), neg_log_p) == (
-        "2 of its 3 tokens are ' ' (-ln p 1.2 each); 0 are bytes >= 128 (non-ASCII)")
-    assert analyzer.why(np.array([194, 194, 97, 200]), neg_log_p).startswith(
-        "2 of its 4 tokens are byte 194 (-ln p 2.0 each); 3 are bytes >= 128")
-    analyzer.demo(demo_corpus, block_size=16, k=2)
-    out = capsys.readouterr().out.splitlines()
-    bin_path = os.path.join(demo_corpus, "train.bin")
-    windows = data.SampleWindows(bin_path, 16)
-    neg_log_p = analyzer.unigram_neg_log_p(analyzer.unigram_counts(bin_path))
-    heads = [j for j, line in enumerate(out) if re.match(r"(easiest|median|hardest): window", line)]
-    assert len(heads) == 5
-    for j in heads:
-        i = int(re.search(r"window (\d+)", out[j])[1])
-        caption = next(line for line in out[j + 1 :] if line.startswith("    ^ "))
-        assert caption == "    ^ " + analyzer.why(windows.get([i])[0], neg_log_p)
 
 
 def test_show_text_escapes_unprintables_and_keeps_the_width(capsys):
@@ -136,29 +116,17 @@ def test_analyzer_demo_takes_any_registered_metric_or_refuses_in_one_line(demo_c
 # scheduler.py
 
 
-def table_rows(out, n_columns):
-    """Rows of numbers (commas removed) of a printed table."""
-    rows = []
-    for line in out.splitlines():
-        cells = line.split()
-        if len(cells) == n_columns and all(re.fullmatch(r"[\d,]+", c) for c in cells):
-            rows.append([int(c.replace(",", "")) for c in cells])
-    return rows
-
-
 def test_scheduler_demo_table_is_the_schedules_of_train_py_s_flags(capsys):
     """Catches: d(t+1) or r(t+1) printed for t, another root degree, total_curriculum_step or
     require_steps than train.py's defaults give, a column under another schedule's name."""
-    scheduler.demo()
+    scheduler.demo(steps=range(1, 1501))  # every step: r(t) and r(t+1) differ only at some
     out = capsys.readouterr().out
     header = "step t  fixed_linear  fixed_root  fixed_discrete  seqlen(t)  r(t)"
     assert header in out and "d(t): percentile of max_difficulty 100 (d admits the easiest d%" in out
     assert "seqlen(t): the sequence-length curriculum in tokens" in out  # each column's unit
-    shown = table_rows(out, 6)
-    assert [r[0] for r in shown] == [1, 25, 50, 100, 150, 200, 300, 400, 500, 600, 750, 900, 1500]
-    scheduler.demo(steps=range(1, 1501))  # every step: r(t) and r(t+1) differ only at some
-    rows = table_rows(capsys.readouterr().out, 6)
-    assert [r[0] for r in rows] == list(range(1, 1501)) and all(r in rows for r in shown)
+    rows = [[int(c.replace(",", "")) for c in line.split()] for line in out.splitlines()  # the table's numbers
+            if len(line.split()) == 6 and all(re.fullmatch(r"[\d,]+", c) for c in line.split())]
+    assert [r[0] for r in rows] == list(range(1, 1501))
     ltd = ds_config.from_flags(train.parse_args(["--random_ltd"]), 16)[1]
     ltd = scheduler.RandomLTDScheduler(ltd["random_ltd_schedule"])
     for j, kind in enumerate(("fixed_linear", "fixed_root", "fixed_discrete")):
@@ -183,9 +151,10 @@ def test_scheduler_demo_table_is_the_schedules_of_train_py_s_flags(capsys):
 # sampler.py
 
 
-def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it(demo_corpus, capsys):
+def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it_then_cuts_a_batch(demo_corpus, capsys):
     """Catches: the pool of d(t) instead of d(t+1), a pool size that is not admitted_prefix's, a
-    rank taken from index_to_sample instead of its inverse, ids drawn from outside the pool."""
+    rank taken from index_to_sample instead of its inverse, ids drawn from outside the pool; seqlen
+    truncate to L tokens instead of L+1, reshape rows that share no token (Megatron's) or drop a row."""
     sampler.demo(demo_corpus, block_size=16)
     out = capsys.readouterr().out
     assert "d(t+1): percentile 1..100, fixed_root (root_degree 2) over 600 steps" in out  # the
@@ -193,10 +162,7 @@ def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it(demo_corpu
     rows_ = [windows.get([i])[0, :16] for i in range(len(windows))]  # distinct tokens, by hand
     metric = np.array([len(set(r.tolist())) for r in rows_])
     i2s = np.argsort(metric, kind="stable")
-    i2m = metric[i2s]
-    N = len(i2s)
-    rank = np.empty(N, dtype=np.int64)
-    rank[i2s] = np.arange(N)
+    i2m, N, rank = metric[i2s], len(i2s), np.argsort(i2s)  # rank[id]: 0 = the easiest
     sc = {"total_curriculum_step": 600, "difficulty_step": 1, "root_degree": 2}
     entry = {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
              "schedule_type": "fixed_root", "schedule_config": sc}  # the schedule the line names
@@ -215,13 +181,7 @@ def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it(demo_corpu
             assert int(r.replace(",", "")) == rank[int(i)] < pool  # one of the admitted easiest
         assert drawn.endswith("   every rank < pool")
     assert pools == sorted(pools) and pools[0] < pools[-1] == N
-
-
-def test_sampler_demo_seqlen_transforms_of_a_small_batch(demo_corpus, capsys):
-    """Catches: truncate to L tokens instead of L+1, reshape rows that share no token (Megatron's)
-    or drop a row. By hand: windows [0..8], [8..16]; L = 4."""
-    sampler.demo(demo_corpus, block_size=16, steps=(0,))
-    out = capsys.readouterr().out
+    # by hand: windows [0..8], [8..16]; L = 4
     truncated = "[[ 0  1  2  3  4]\n [ 8  9 10 11 12]]"
     reshaped = "[[ 0  1  2  3  4]\n [ 4  5  6  7  8]\n [ 8  9 10 11 12]\n [12 13 14 15 16]]"
     assert f"seqlen_truncate(batch, 4): the first L+1 tokens\n{truncated}\n" in out
@@ -273,10 +233,20 @@ def test_random_ltd_demo_marks_the_kept_positions(B, T, r, n_layer, seed, capsys
 # the four commands
 
 
-@pytest.mark.parametrize("name", ["analyzer", "scheduler", "sampler", "random_ltd"])
-def test_python_concept_file_runs_its_demo(name, demo_corpus, monkeypatch, capsys):
+@pytest.mark.parametrize("name, numbers", [("analyzer", (1, 2, 3)), ("scheduler", (4,)),
+                                           ("sampler", (5, 6, 7, 8)),
+                                           ("random_ltd", (9, 10, 11, 12, 13))])
+def test_python_concept_file_runs_its_demo_and_ends_with_the_exercises_that_rebuild_it(
+        name, numbers, demo_corpus, monkeypatch, capsys):
     """python <concept>.py runs demo() (on the tiny corpus standing in for the default one), the
-    corpus named by its path in the repository (here: the corpus's parent stands in for it)."""
+    corpus named by its path in the repository (here: the corpus's parent stands in for it), and
+    builds no cache. Catches: a hand-off to another file's exercises, a -k that selects none or
+    others' tests. The -k expression is run through pytest's own matcher against the exercises'
+    test names."""
+    from _pytest.mark.expression import Expression
+
+    from exercises import EXERCISES
+
     monkeypatch.setattr(data, "DEFAULT_DIR", demo_corpus)
     monkeypatch.setattr(data, "ROOT", os.path.dirname(demo_corpus))
     monkeypatch.setattr(sys, "argv", [f"{name}.py"])
@@ -286,36 +256,10 @@ def test_python_concept_file_runs_its_demo(name, demo_corpus, monkeypatch, capsy
     out = capsys.readouterr().out
     assert out.startswith(first[name])
     assert not os.path.exists(os.path.join(demo_corpus, "index"))  # no cache: the stage below
-
-
-@pytest.mark.parametrize("name, numbers", [("analyzer", (1, 2, 3)), ("scheduler", (4,)),
-                                           ("sampler", (5, 6, 7, 8)),
-                                           ("random_ltd", (9, 10, 11, 12, 13))])
-def test_each_demo_ends_with_the_exercises_that_rebuild_it(name, numbers, demo_corpus,
-                                                            monkeypatch, capsys):
-    """Catches: a hand-off to another file's exercises, a -k that selects none or others' tests.
-    The -k expression is run through pytest's own matcher against the exercises' test names."""
-    from _pytest.mark.expression import Expression
-
-    from exercises import EXERCISES
-
-    monkeypatch.setattr(data, "DEFAULT_DIR", demo_corpus)
-    monkeypatch.setattr(sys, "argv", [f"{name}.py"])
-    runpy.run_path(os.path.join(ROOT, f"{name}.py"), run_name="__main__")
-    last = capsys.readouterr().out.splitlines()[-2:]
+    last = out.splitlines()[-2:]
     assert last[0].startswith("rebuild ") and f"exercises/{name}.py" in last[0]
     k = re.fullmatch(r"    python -m pytest tests/test_exercises.py --mine -k '?([^']+)'?", last[1])
     assert [n for n, module, _ in EXERCISES if module == name] == list(numbers)
     tests = [f"test_ex{n:02d}" for n, _, _ in EXERCISES]
     selected = [t for t in tests if Expression.compile(k[1]).evaluate(lambda w, t=t: w in t)]
     assert selected == [f"test_ex{n:02d}" for n in numbers]
-
-
-@pytest.mark.slow
-def test_scheduler_and_random_ltd_demos_run_as_commands():
-    """No data needed: the real commands, in a fresh process, one torch thread."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for name, last in (("scheduler.py", "random-LTD uses r(t)"), ("random_ltd.py", "saved")):
-        r = subprocess.run([sys.executable, name], capture_output=True, text=True, cwd=ROOT,
-                           env=env, timeout=120)
-        assert r.returncode == 0 and r.stderr == "" and last in r.stdout.splitlines()[-3]

@@ -87,7 +87,7 @@ def test_train_py_imports_at_most_eight_project_modules():
 
 def test_each_concept_file_copied_with_what_it_imports_runs_alone(tmp_path):
     """Copied into an empty directory with the concept files it imports: it imports, and the
-    scheduler's and random-LTD's demos run there."""
+    scheduler's and random-LTD's demos run there as commands, with nothing on stderr."""
     known = modules()
     for c in CONCEPTS:
         here = tmp_path / c
@@ -104,4 +104,4 @@ def test_each_concept_file_copied_with_what_it_imports_runs_alone(tmp_path):
     for c, shows in (("scheduler", "fixed_root"), ("random_ltd", "token-layers")):
         r = subprocess.run([sys.executable, f"{c}.py"], cwd=tmp_path / c, capture_output=True,
                            text=True, timeout=120)
-        assert r.returncode == 0 and shows in r.stdout, (c, r.stderr[-500:])
+        assert r.returncode == 0 and r.stderr == "" and shows in r.stdout, (c, r.stderr[-500:])

@@ -61,25 +61,19 @@ def test_what_every_rank_needs_is_built_once_per_machine(monkeypatch, rank, loca
 # train.py on one faked GPU: every CUDA-only line reached, its arguments checked
 
 
-def test_train_starts_and_steps_on_a_gpu_with_the_default_device(corpus, tmp_path):
+@pytest.mark.parametrize("bf16, dtype", [(True, "bfloat16"), (False, "float16")])
+def test_train_starts_and_steps_on_a_gpu_with_the_default_device(corpus, tmp_path, bf16, dtype):
     """`python train.py` on a CUDA machine: set_device gets an index (a bare "cuda" raises as the real one does),
-    the generator and batches go to cuda:0, bf16 autocast, fused AdamW, and the checkpoint says where it ran."""
-    with FakeCuda(n_gpu=1) as gpu:
+    the generator and batches go to cuda:0, bf16 autocast, fused AdamW, and the checkpoint says where it ran. A V100
+    or T4 reports bf16 'supported' through emulation: auto picks float16 with a loss scaler there."""
+    with FakeCuda(n_gpu=1, bf16=bf16, emulated_bf16=True) as gpu:
         out = train.train(cfg_for(corpus, tmp_path, "--device=auto", "--max_iters=3", "--eval_interval=3", *LTD))
     assert out["iter_num"] == 3 and out["val_loss"] < 6
     assert ("set_device", 0) in gpu.calls and ("Generator", "cuda:0") in gpu.calls
-    assert ("autocast", "cuda", torch.bfloat16) in gpu.calls and ("pin_memory",) in gpu.calls
+    assert ("autocast", "cuda", getattr(torch, dtype)) in gpu.calls and ("pin_memory",) in gpu.calls
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
-    assert ckpt["where"] == "cuda (bfloat16)" and ckpt["optimizer"]["param_groups"][0]["fused"] is True
+    assert ckpt["where"] == f"cuda ({dtype})" and ckpt["optimizer"]["param_groups"][0]["fused"] is True
     assert ckpt["rng"][0]["ltd"].numel() == ckpt["rng"][0]["cuda"].numel() == CUDA_STATE_BYTES
-
-
-def test_auto_precision_is_float16_where_bf16_is_only_emulated(corpus, tmp_path):
-    """A V100 or T4 reports bf16 'supported' through emulation: auto picks float16 with a loss scaler there."""
-    with FakeCuda(n_gpu=1, bf16=False, emulated_bf16=True) as gpu:
-        out = train.train(cfg_for(corpus, tmp_path, "--device=auto", "--max_iters=2", "--eval_interval=2"))
-    assert ("autocast", "cuda", torch.float16) in gpu.calls and out["iter_num"] == 2
-    assert torch.load(tmp_path / "ckpt.pt", weights_only=False)["where"] == "cuda (float16)"
 
 
 def test_a_gpu_checkpoint_resumes_on_the_cpu_and_a_cpu_one_on_the_gpu(corpus, tmp_path, capsys):
@@ -144,27 +138,30 @@ def torchrun(*args, **kw):
 
 
 @pytest.mark.slow
-def test_torchrun_on_two_faked_gpus(corpus, tmp_path):
-    """Each rank takes cuda:LOCAL_RANK, NCCL, and DDP with device_ids=[its index]."""
+def test_torchrun_on_two_faked_gpus_hashes_a_nanogpt_corpus_on_one_rank(corpus, tmp_path):
+    """Each rank takes cuda:LOCAL_RANK, NCCL, and DDP with device_ids=[its index]. A nanoGPT directory (no
+    meta.json) is read whole by rank 0 alone; rank 1 waits at the barrier, then finds the record (scan.json) and
+    reads only that."""
+    nano = nanogpt_copy(corpus, tmp_path / "nano")
     p = torchrun("--standalone", "--nproc_per_node=2", recorder(tmp_path, gpus=2),
-                 *argv_for(corpus, tmp_path, "--device=auto", "--max_iters=2", "--global_batch_size=8"))
-    _, err = p.communicate(timeout=300)
+                 *argv_for(nano, tmp_path / "out", "--device=auto", "--vocab_size=257", "--max_iters=2",
+                           "--global_batch_size=8"))
+    out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err[-3000:]
     for r, rec in enumerate(ranks(tmp_path)):
         assert rec["calls"] == [["set_device", r], ["init_process_group", "nccl"], ["DDP", [r]]]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    assert [len(rec["scans"]) for rec in ranks(tmp_path)] == [1, 0]
+    assert len([x for x in out.splitlines() if x.startswith("hashing ")]) == 1, out
 
 
 @pytest.mark.slow
 def test_two_nodes_train_disjoint_slices_and_only_rank_0_writes(corpus, tmp_path):
     """torchrun --nnodes=2 on localhost (two launchers, Gloo): each node's rank draws its half of every global batch,
     and only node 0 writes a checkpoint (node 1 is given another out_dir to show it writes nothing)."""
-    script, port = recorder(tmp_path), free_port()
+    with socket.socket() as s:  # a free port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = recorder(tmp_path)
     nodes = [torchrun("--nnodes=2", f"--node_rank={k}", "--nproc_per_node=1", "--master_addr=127.0.0.1",
                       f"--master_port={port}", script, *TINY, f"--data_dir={corpus}", "--max_iters=3",
                       "--eval_interval=3", "--global_batch_size=8", f"--out_dir={tmp_path / f'node{k}'}")
@@ -174,19 +171,6 @@ def test_two_nodes_train_disjoint_slices_and_only_rank_0_writes(corpus, tmp_path
     a, b = (rec["seen"] for rec in ranks(tmp_path))
     assert len(a) == len(b) == 3 and all(len(x) == len(y) == 4 and not set(x) & set(y) for x, y in zip(a, b))
     assert os.path.exists(tmp_path / "node0" / "ckpt.pt") and not os.path.exists(tmp_path / "node1" / "ckpt.pt")
-
-
-@pytest.mark.slow
-def test_one_rank_per_machine_hashes_a_nanogpt_corpus_and_the_others_wait(corpus, tmp_path):
-    """A nanoGPT directory (no meta.json) is read whole by rank 0 alone; rank 1 waits at the barrier, then finds
-    the record (scan.json) and reads only that."""
-    nano = nanogpt_copy(corpus, tmp_path / "nano")
-    p = torchrun("--standalone", "--nproc_per_node=2", recorder(tmp_path), *TINY, f"--data_dir={nano}",
-                 "--vocab_size=257", f"--out_dir={tmp_path / 'out'}", "--max_iters=1", "--global_batch_size=8")
-    out, err = p.communicate(timeout=300)
-    assert p.returncode == 0, err[-3000:]
-    assert [len(rec["scans"]) for rec in ranks(tmp_path)] == [1, 0]
-    assert len([x for x in out.splitlines() if x.startswith("hashing ")]) == 1, out
 
 
 @pytest.mark.slow
@@ -204,21 +188,12 @@ def test_an_error_under_torchrun_prints_once(corpus, tmp_path, fail_rank, extra,
     assert want.replace("CORPUS", corpus) in lines[0], lines
 
 
-def wait_for(path, timeout=120):
-    deadline = time.time() + timeout
-    while not os.path.exists(path) and time.time() < deadline:
-        time.sleep(0.1)
-    assert os.path.exists(path), f"{path} never appeared"
-
-
-def default_sigint():
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # subtle: a background shell job's children inherit SIGINT ignored
-
-
 def stopped_at(p, tmp_path, sig, after_s, resume):
     """sig to rank 0 after_s seconds in: p stops with one line naming the step and the command that
     resumes, its checkpoint whole (the checksum holds) at that step -> (the step, p's stderr)."""
-    wait_for(tmp_path / "rank0.json.pid")
+    deadline = time.time() + 120
+    while not os.path.exists(tmp_path / "rank0.json.pid") and time.time() < deadline:
+        time.sleep(0.1)
     time.sleep(after_s)  # some steps in
     os.kill(int(open(tmp_path / "rank0.json.pid").read()), sig)
     _, err = p.communicate(timeout=180)
@@ -234,7 +209,9 @@ def stopped_at(p, tmp_path, sig, after_s, resume):
 def test_a_signal_stops_after_the_step_with_a_checkpoint_and_one_line(corpus, tmp_path, sig):
     p = subprocess.Popen([sys.executable, recorder(tmp_path, sleep=0.05),
                           *argv_for(corpus, tmp_path, "--max_iters=100000", "--eval_interval=100000")], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # subtle: a background shell job's children inherit SIGINT ignored
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     n, err = stopped_at(p, tmp_path, sig, 1.5, f"python train.py --resume --out_dir={tmp_path}")
     assert len(err.strip().splitlines()) == 1 and n == len(ranks(tmp_path, 1)[0]["seen"])
 

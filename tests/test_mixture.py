@@ -44,23 +44,6 @@ NOTEBOOK_PREDICTIONS = {
 }
 
 
-def marginals(params, x):
-    """b_i (x_i + a_i) ** -(b_i + 1): the loss saved by the next unit of domain i."""
-    return np.array([b * (xi + a) ** -(b + 1) for xi, (a, b, _) in zip(x, params)])
-
-
-def predicted_loss(params, x):
-    """sum_i (x_i + a_i) ** -b_i + c_i: the DDO objective at amounts x."""
-    return float(sum(power_law(xi, a, b, c) for xi, (a, b, c) in zip(x, params)))
-
-
-def fit_perturbed(losses, factors=(1 / 3, 3.0)):
-    """The notebook's fits: domain i through rows down_i, base, up_i of the 2m + 1 runs in perturbed_amounts' order,
-    x = [down, 1, up], y = loss / base loss."""
-    m, x = len(losses) // 2, np.array([factors[0], 1.0, factors[1]])
-    return [fit_power_law(x, losses[[1 + i, 0, 1 + m + i]] / losses[0]) for i in range(m)]
-
-
 # --- fit ----------------------------------------------------------------------------------------
 
 def test_fit_three_points_recovers_parameters():
@@ -80,12 +63,6 @@ def test_fit_three_points_returns_the_larger_b_of_two_exact_solutions():
     np.testing.assert_allclose(power_law(x, a, b, c), y, rtol=0, atol=1e-14)
 
 
-def test_fit_reproduces_the_notebook_parameters():
-    """DDO_example.ipynb: y = [loss down, base, loss up] / base loss at x = [1/5, 1, 3], one fit per domain."""
-    fits = fit_perturbed(NOTEBOOK_AVG_PPL, NOTEBOOK_FACTORS)
-    np.testing.assert_allclose(np.array(fits), np.array(NOTEBOOK_PARAMS), rtol=1e-9)
-
-
 # --- DDO optimum --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("total,lower", [(7.0, 0.2), (7.0, 0.0), (20.0, 1.0), (5.0, 0.45)])
@@ -93,7 +70,7 @@ def test_ddo_optimum_satisfies_kkt(total, lower):
     params = NOTEBOOK_PARAMS + [(0.5, 0.3, 0.9), (4.0, 2.5, 0.1)]
     x = ddo_optimum(params, total, lower)
     assert x.sum() == pytest.approx(total, rel=1e-12) and np.all(x >= lower)
-    g = marginals(params, x)
+    g = np.array([b * (xi + a) ** -(b + 1) for xi, (a, b, _) in zip(x, params)])  # the loss the next unit saves
     free = x > lower + 1e-12
     assert free.any()
     lam = g[free].mean()
@@ -101,45 +78,25 @@ def test_ddo_optimum_satisfies_kkt(total, lower):
     assert np.all(g[~free] <= lam * (1 + 1e-9))  # bound domains would gain less than lam from more data
 
 
-def test_ddo_bound_is_active_and_free_domains_are_not_bound():
-    x = ddo_optimum(NOTEBOOK_PARAMS, 7.0, 0.2)
-    assert x[1] == 0.2 and np.all(np.delete(x, 1) > 0.2)  # github (index 1) sits at the bound
-
-
-def test_ddo_optimum_beats_random_feasible_points():
-    rng = np.random.default_rng(1)
-    params, total, lower = NOTEBOOK_PARAMS, 7.0, 0.2
-    best = predicted_loss(params, ddo_optimum(params, total, lower))
-    for w in rng.dirichlet(np.ones(7), size=2000):
-        assert predicted_loss(params, lower + (total - 7 * lower) * w) >= best
-    # the uniform split (the base run) loses, and so does cell 0df6a617's hand-typed vector (scaled to sum 7)
-    assert predicted_loss(params, np.ones(7)) > best + 1e-3
-    typed = np.array([1.62400123, 0.2, 1.27295996, 1.17864697, 1.85235172, 0.63745544, 0.23458466])
-    assert predicted_loss(params, typed * total / typed.sum()) > best + 1e-8
-
-
-def test_ddo_reproduces_the_notebook_optimum():
-    x = ddo_optimum(NOTEBOOK_PARAMS, 7.0, 0.2)
-    np.testing.assert_allclose(x, NOTEBOOK_OPTIMUM, rtol=0, atol=1e-8)  # the notebook prints 8 decimals
-
-
-def test_fits_then_optimum_end_to_end_match_the_notebook():
-    x = ddo_optimum(fit_perturbed(NOTEBOOK_AVG_PPL, NOTEBOOK_FACTORS), 7.0, 0.2)
-    np.testing.assert_allclose(x, NOTEBOOK_OPTIMUM, rtol=0, atol=1e-8)
+def test_fits_then_optimum_reproduce_the_notebook():
+    """DDO_example.ipynb: y = [loss down, base, loss up] / base loss at x = [1/5, 1, 3], one fit per domain (domain i
+    through rows down_i, base, up_i of the 2m + 1 runs in perturbed_amounts' order); then the optimum of its fits,
+    and of ours, with github (index 1) at the bound 0.2 and the others above it."""
+    ppl, x = NOTEBOOK_AVG_PPL, np.array([NOTEBOOK_FACTORS[0], 1.0, NOTEBOOK_FACTORS[1]])
+    fits = [fit_power_law(x, ppl[[1 + i, 0, 8 + i]] / ppl[0]) for i in range(7)]
+    np.testing.assert_allclose(np.array(fits), np.array(NOTEBOOK_PARAMS), rtol=1e-9)
+    for params in (NOTEBOOK_PARAMS, fits):
+        x = ddo_optimum(params, 7.0, 0.2)
+        np.testing.assert_allclose(x, NOTEBOOK_OPTIMUM, rtol=0, atol=1e-8)  # the notebook prints 8 decimals
+        assert x[1] == 0.2 and np.all(np.delete(x, 1) > 0.2)
 
 
 # --- AutoScale predictor ------------------------------------------------------------------------
 
-def test_predict_worked_example():
-    n1, n2 = np.array([1.0, 4.0]), np.array([2.0, 8.0])
-    np.testing.assert_allclose(autoscale_predict(n1, n2, 2), [4.0, 16.0])
-    np.testing.assert_allclose(autoscale_predict(n1, n2, 1), n2)
-    np.testing.assert_allclose(autoscale_predict(n1, n2, 0), n1)
-    np.testing.assert_allclose(autoscale_predict(n1, n2, 0.5), np.sqrt(n1 * n2))
-
-
 def test_predict_is_exact_on_separable_power_laws():
-    """n_i(s) = k_i * s ** p_i with one scale s for all domains: the prediction t steps on is n(s1 * (s2/s1) ** t)."""
+    """n_i(s) = k_i * s ** p_i with one scale s for all domains: the prediction t steps on is n(s1 * (s2/s1) ** t).
+    The docstring's worked example: n1=[1, 4], n2=[2, 8], t=2 -> [4, 16]."""
+    np.testing.assert_allclose(autoscale_predict([1.0, 4.0], [2.0, 8.0], 2), [4.0, 16.0])
     k, p = np.array([0.3, 2.0, 0.05, 1.0]), np.array([0.5, 1.2, 0.9, 1.0])
     s1, s2 = 3.0, 12.0
 
@@ -179,19 +136,6 @@ def test_perturbed_amounts_layout():
     np.testing.assert_array_equal(runs, [[1, 1], [0.5, 1], [1, 0.5], [2, 1], [1, 2]])
     runs = perturbed_amounts([2.0, 5.0, 3.0])
     assert runs.shape == (7, 3) and runs[2, 1] == pytest.approx(5 / 3) and runs[6, 2] == 9.0
-
-
-def test_fit_perturbed_pairs_rows_with_domains():
-    """Losses made from known per-domain laws over perturbed_amounts' runs give back each domain's (a, b)."""
-    truth = [(2.0, 1.3), (0.8, 0.9), (5.0, 2.0)]
-    base = np.array([2.0, 5.0, 3.0])
-    runs = perturbed_amounts(base) / base  # (7, 3) amounts relative to the base share
-    f1 = [(1 + a) ** -b for a, b in truth]
-    cs = (1 - sum(f1)) / 3 * np.ones(3)  # chosen so the base loss is exactly 1
-    losses = np.array([sum(power_law(r[i], a, b, cs[i]) for i, (a, b) in enumerate(truth)) for r in runs])
-    assert losses[0] == pytest.approx(1.0)
-    for (a, b, c), (ta, tb), f in zip(fit_perturbed(losses), truth, f1):
-        assert (a, b, c) == pytest.approx((ta, tb, 1 - f), rel=1e-9)  # other domains fold into c
 
 
 # --- bad input ----------------------------------------------------------------------------------

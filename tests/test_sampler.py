@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import sampler
-from sampler import CurriculumSampler, admitted_prefix, seqlen_reshape, seqlen_truncate
+from sampler import CurriculumSampler, seqlen_reshape, seqlen_truncate
 
 N = 200
 
@@ -26,11 +26,15 @@ class Windows:
         return np.asarray(ids)[:, None] * self.block_size + np.arange(self.block_size + 1)
 
 
+def sorted_index(sample_to_metric):
+    i2s = np.argsort(sample_to_metric, kind="stable")  # as analyzer.py sorts: ties by id
+    return {"index_to_sample": i2s, "index_to_metric": sample_to_metric[i2s]}
+
+
 def metric_index(seed):
     """A random metric over N samples and its sorted index, as analyzer.py writes it."""
     m = np.random.default_rng(seed).integers(0, 50, N).astype(np.float64)
-    order = np.argsort(m, kind="stable")
-    return m, {"index_to_sample": order, "index_to_metric": m[order]}
+    return m, sorted_index(m)
 
 
 def custom(kind, fn, max_difficulty=100):
@@ -42,23 +46,6 @@ def make(kind="percentile", fn=lambda u: 100, seed=0, metric_seed=0, G=16, **kw)
     """A sampler over N windows with one custom curriculum "a"; -> (sampler, metric values, its index)."""
     m, index = metric_index(metric_seed)
     return CurriculumSampler(Windows(), G, {"a": custom(kind, fn)}, {"a": index}, seed=seed, **kw), m, index
-
-
-def ids_of(batch, T=32):
-    return batch[:, 0] // T  # a window's first token identifies it
-
-
-def test_admitted_prefix_worked_example_and_deepspeeds_whole_units_of_n_over_max():
-    """metric=[5,1,3] -> index_to_sample=[1,2,0], index_to_metric=[1,3,5]. Percentile d of max m
-    admits (N // m) * d, all N at d = m: N=537, m=50: 10 * d; N=1013, d=99 of 100: 990."""
-    i2s, i2m = np.array([1, 2, 0]), np.array([1.0, 3.0, 5.0])
-    assert admitted_prefix("value", 3, i2s, i2m, 100) == 2
-    assert admitted_prefix("value", 0.5, i2s, i2m, 100) == 0
-    assert admitted_prefix("percentile", 100, i2s, i2m, 100) == 3  # all of them at max, even with N < max
-    i2s, i2m = np.arange(537), np.arange(537.0)
-    assert [admitted_prefix("percentile", d, i2s, i2m, 50) for d in (1, 10, 25, 49, 50)] == [10, 100, 250, 490, 537]
-    assert admitted_prefix("percentile", 99, np.arange(1013), None, 100) == 990
-    assert admitted_prefix("percentile", 34, np.arange(300), None, 100) == 102  # (300 // 100) * 34
 
 
 def test_dense_is_a_permutation_per_pass_from_its_own_generator():
@@ -143,11 +130,6 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "
     FIXTURE = json.load(f)
 
 
-def sorted_index(sample_to_metric):
-    i2s = np.argsort(sample_to_metric, kind="stable")  # as analyzer.py sorts: ties by id
-    return {"index_to_sample": i2s, "index_to_metric": sample_to_metric[i2s]}
-
-
 @pytest.mark.parametrize("case", list(FIXTURE["cases"]))
 def test_admitted_sets_and_difficulties_equal_deepspeeds(case):
     """Frozen from DeepSpeedDataSampler (tests/fixtures/make_deepspeed_admission.py): at every step the same
@@ -175,17 +157,12 @@ def entry(kind, lo, hi, total, step):
             "schedule_config": {"total_curriculum_step": total, "difficulty_step": step}}
 
 
-def loader_metrics(seqlen="seqlen_truncate"):
-    """Percentile 10 -> 50 of max 50 (10, 20, .. by step) and lengths 8, 16, 24, 32 over 3 steps."""
+def loader(seqlen="seqlen_truncate", rank=0, world=1, seed=0, G=8):
+    """T=32; percentile 10 -> 50 of max 50 (10, 20, .. by step) and lengths 8, 16, 24, 32 over 3 steps."""
     metrics = {"m": entry("percentile", 10, 50, 4, 10)}
     if seqlen:
         metrics[seqlen] = entry("value", 8, 32, 3, 8)
-    return metrics, {"m": sorted_index(metric_index(11)[0])}
-
-
-def loader(seqlen="seqlen_truncate", rank=0, world=1, seed=0, G=8):
-    """T=32, the curricula of loader_metrics."""
-    return CurriculumSampler(Windows(N, 32), G, *loader_metrics(seqlen), seed, rank, world)
+    return CurriculumSampler(Windows(N, 32), G, metrics, {"m": metric_index(11)[1]}, seed, rank, world)
 
 
 def record_ids(monkeypatch, cls=CurriculumSampler):
@@ -229,18 +206,7 @@ def test_batches_are_the_admitted_windows_cut_to_the_step_length(seqlen, monkeyp
         assert batch.dtype == np.int64
 
 
-def test_rank_batches_are_disjoint_and_cover_the_global_batch():
-    one = loader("seqlen_reshape")
-    ranks = [loader("seqlen_reshape", rank=r, world=4) for r in range(4)]
-    for t in range(6):
-        parts = [L.next_batch(t) for L in ranks]
-        whole = one.next_batch(t)
-        assert np.array_equal(np.concatenate(parts), whole)
-        starts = [set(p[:, 0].tolist()) for p in parts]  # a row's first token identifies it
-        assert sum(len(x) for x in starts) == len(set().union(*starts)) == len(whole)
-
-
-def test_batch_resume_is_bit_exact_also_on_another_world_size():
+def test_batch_resume_is_bit_exact_also_on_another_world_size_and_ranks_cover_the_batch():
     straight = loader()
     want = [straight.next_batch(t) for t in range(12)]
     first = loader()
@@ -250,11 +216,11 @@ def test_batch_resume_is_bit_exact_also_on_another_world_size():
     second.load_state_dict(state)
     got += [second.next_batch(t) for t in range(3, 12)]
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
-    halves = [loader(rank=r, world=2) for r in range(2)]
-    for h in halves:
-        h.load_state_dict(state)
+    quarters = [loader(rank=r, world=4) for r in range(4)]  # each rank its slice, together the whole
+    for q in quarters:
+        q.load_state_dict(state)
     for t in range(3, 12):
-        assert np.array_equal(np.concatenate([h.next_batch(t) for h in halves]), want[t])
+        assert np.array_equal(np.concatenate([q.next_batch(t) for q in quarters]), want[t])
 
 
 def test_bag_take_draws_exactly_n_also_when_one_id_is_left_to_draw():
