@@ -251,8 +251,8 @@ class Progress(tqdm):
     monitor_interval = 0  # subtle: no tqdm monitor thread, which would run while workers fork
 
     def __init__(self, desc, total=0, verbose=True):
-        terminal = sys.stdout.isatty() and sys.stderr.isatty()  # tqdm's bar goes to stderr
-        self.lines = verbose and not terminal  # else the bar (or nothing: verbose=False)
+        # not a terminal (tqdm's bar goes to stderr): lines; else the bar (or nothing: verbose=False)
+        self.lines = verbose and not (sys.stdout.isatty() and sys.stderr.isatty())
         lines = dict(file=sys.stdout, bar_format=PASS if total else CALL, mininterval=0, miniters=1,
                      delay=1e-9, leave=False)  # every update calls display(), none at the start
         super().__init__(total=total or None, desc=desc, unit=" tokens", unit_scale=True,
