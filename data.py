@@ -424,10 +424,8 @@ def documents(paths, domains, installed, out_dir, verbose=True):
     first of equal contents kept."""
     if installed and (paths or domains):
         raise ValueError("--installed reads the Python installation: pass no paths or --domain")
-    if installed or not (paths or domains):
-        names, docs = PYTHON_DOMAINS, python_documents(installed)
-    else:
-        names, docs = user_documents(paths, domains)
+    names, docs = (user_documents(paths, domains) if paths or domains
+                   else (PYTHON_DOMAINS, python_documents(installed)))
     out_real = os.path.join(os.path.realpath(out_dir), "")
     seen, cache, kept, skipped = set(), {}, [], collections.Counter()
     for doc in tqdm(docs, desc="scanning", unit="file", disable=None if verbose else True):

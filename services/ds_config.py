@@ -107,8 +107,7 @@ def load(path):
                          "pass a DeepSpeed JSON file") from None
     if not isinstance(ds, dict):
         raise ValueError(f"--config {path} must hold a JSON object, got {type(ds).__name__}")
-    legacy = ds.get("curriculum_learning")
-    if isinstance(legacy, dict) and legacy.get("enabled"):
+    if lookup(ds, "curriculum_learning.enabled"):
         raise ValueError("--config has DeepSpeed's legacy top-level curriculum_learning; move it "
                          "to data_efficiency.data_sampling.curriculum_learning.curriculum_metrics"
                          ".seqlen_truncate (see examples/ds_config_cl_ltd.json)")
@@ -122,9 +121,7 @@ def check_schema(obj, schema, where="the top level", top=False):
     """Every key of obj known to schema (or accepted) and of its type: numbers are never strings."""
     accepted = DS_ONLY | (NOT_APPLIED.keys() | IGNORED | {"curriculum_learning"} if top else set())
     for k, v in obj.items():
-        want = schema.get(k, schema.get("*"))
-        if want is None and k in accepted:
-            continue
+        want = schema.get(k, schema.get("*", object if k in accepted else None))  # object: any
         if want is None:
             raise ValueError(f"unknown key {k!r} in {where} of --config; known: "
                              f"{', '.join(sorted(schema.keys() - {'*'}))}")
@@ -228,9 +225,8 @@ def training_notes(ds, dtype):
             for flag, (value, _) in applied.items()))
     off = [k for k, v in NOT_APPLIED.items() if k in ds and on(ds[k], v)]
     for p in DTYPES:  # loss scaling here: torch's GradScaler, its defaults
-        section = ds.get(p, {})
-        if section.get("enabled"):  # loss_scale 0 is dynamic scaling, as GradScaler's
-            off += [f"{p}.{k}" for k, v in section.items()
+        if lookup(ds, f"{p}.enabled"):  # loss_scale 0 is dynamic scaling, as GradScaler's
+            off += [f"{p}.{k}" for k, v in ds[p].items()
                     if k != "enabled" and not (k == "loss_scale" and v == 0)]
     params = ds.get("optimizer", {}).get("params", {})
     mapped = ("lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction")
@@ -283,8 +279,8 @@ def from_deepspeed(ds, cfg, notes, accum=None):
     if len(ids) != r.get("random_ltd_layer_num", len(ids)):
         raise ValueError(f"--config random_ltd_layer_num {r['random_ltd_layer_num']} != "
                          f"len(random_ltd_layer_id) {len(ids)}; make them agree")
-    if (de.get("enabled") and sampling.get("enabled")
-            and sampling.get("dynamic_batching", {}).get("enabled")):
+    dynamic = lookup(sampling, "dynamic_batching.enabled")
+    if de.get("enabled") and sampling.get("enabled") and dynamic:
         raise ValueError("--config enables data_sampling.dynamic_batching, which this project does "
                          "not implement; disable it")
     if not de.get("enabled"):
@@ -314,8 +310,8 @@ def data_efficiency(cfg, global_batch_size, notes, accum=None, saved=None):
     (a RandomLTDScheduler, or None: off), from the flags or --config, checked; notes gets what
     --config set, ignored or does not apply. saved: a checkpoint's settings, whose schedules a
     resumed run keeps (their lengths came from the first run's budget)."""
-    metrics, ltd = (saved["curricula"], saved["random_ltd"]) if saved else from_flags(
-        cfg, global_batch_size)
+    metrics, ltd = ((saved["curricula"], saved["random_ltd"]) if saved
+                    else from_flags(cfg, global_batch_size))
     if cfg.config and (metrics or ltd) and not saved:
         raise ValueError("--config and the cl_/seqlen/random_ltd flags both set a curriculum; "
                          "use one of them")
