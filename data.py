@@ -160,8 +160,8 @@ def load_meta(data_dir, vocab_size=None, scan=None):
                          "then pass --data_dir=data/NAME")
     source = "meta.json max_token_id" if os.path.exists(path) else "its token files"
     if not os.path.exists(path):  # the vocabulary first: its one line comes before a long read
-        meta = nanogpt_meta(data_dir, vocab_size)
-        meta.update((scan or scan_bins)(data_dir))  # one line for a missing, empty or odd file
+        # scan: one line for a missing, empty or odd file
+        meta = {**nanogpt_meta(data_dir, vocab_size), **(scan or scan_bins)(data_dir)}
     else:
         try:
             with open(path) as f:
@@ -227,13 +227,10 @@ def scan_bins(data_dir, chunk=1 << 20, bar=None):
         with open(path, "rb") as f:
             while n_bytes := f.readinto(buf):
                 tokens = buf[: n_bytes // 2]
-                ids = np.bincount(tokens)  # (largest id in the chunk + 1,)
-                counts[: len(ids)] += ids
+                counts += np.bincount(tokens, minlength=len(counts))
                 split_hash.update(tokens)  # the same digest as hashing the whole file at once
                 if bar:
                     bar.update(len(tokens))
-
-
         meta["max_token_id"] = max(meta["max_token_id"], int(np.flatnonzero(counts)[-1]))
         h.update(split_hash.digest())
         if split == "train":
@@ -384,12 +381,11 @@ def split_documents(kept, n_domains, val_fraction, seed):
             continue
         order = np.random.default_rng([seed, d]).permutation(len(group))  # deterministic shuffle
         group = [group[i] for i in order]
-        target = val_fraction * sum(n for _, n in group)
-        taken, n_val = 0, 0
+        sizes = np.cumsum([n for _, n in group])
+        target = val_fraction * sizes[-1]
         # shortest prefix reaching the target, one document left
-        while n_val < len(group) - 1 and taken < target:
-            taken += group[n_val][1]
-            n_val += 1
+        n_val = min(int(np.searchsorted(sizes, target)) + 1, len(group) - 1)
+        taken = int(sizes[n_val - 1])
         doc, n = group[n_val - 1]
         # subtle: 2x leaves the standard library's split as it was (its prose: 15.8% for 10%)
         cut = line_end_after(doc, target - (taken - n)) if taken > 2 * target else None
@@ -428,10 +424,8 @@ def documents(paths, domains, installed, out_dir, verbose=True):
     first of equal contents kept."""
     if installed and (paths or domains):
         raise ValueError("--installed reads the Python installation: pass no paths or --domain")
-    if installed or not (paths or domains):
-        names, docs = PYTHON_DOMAINS, python_documents(installed)
-    else:
-        names, docs = user_documents(paths, domains)
+    names, docs = (user_documents(paths, domains) if paths or domains
+                   else (PYTHON_DOMAINS, python_documents(installed)))
     out_real = os.path.join(os.path.realpath(out_dir), "")
     seen, cache, kept, skipped = set(), {}, [], collections.Counter()
     for doc in tqdm(docs, desc="scanning", unit="file", disable=None if verbose else True):

@@ -107,8 +107,7 @@ def load(path):
                          "pass a DeepSpeed JSON file") from None
     if not isinstance(ds, dict):
         raise ValueError(f"--config {path} must hold a JSON object, got {type(ds).__name__}")
-    legacy = ds.get("curriculum_learning")
-    if isinstance(legacy, dict) and legacy.get("enabled"):
+    if lookup(ds, "curriculum_learning.enabled"):
         raise ValueError("--config has DeepSpeed's legacy top-level curriculum_learning; move it "
                          "to data_efficiency.data_sampling.curriculum_learning.curriculum_metrics"
                          ".seqlen_truncate (see examples/ds_config_cl_ltd.json)")
@@ -122,9 +121,7 @@ def check_schema(obj, schema, where="the top level", top=False):
     """Every key of obj known to schema (or accepted) and of its type: numbers are never strings."""
     accepted = DS_ONLY | (NOT_APPLIED.keys() | IGNORED | {"curriculum_learning"} if top else set())
     for k, v in obj.items():
-        want = schema.get(k, schema.get("*"))
-        if want is None and k in accepted:
-            continue
+        want = schema.get(k, schema.get("*", object if k in accepted else None))  # object: any
         if want is None:
             raise ValueError(f"unknown key {k!r} in {where} of --config; known: "
                              f"{', '.join(sorted(schema.keys() - {'*'}))}")
@@ -146,8 +143,6 @@ def check_schema(obj, schema, where="the top level", top=False):
 def precision_key(cfg):
     """The DeepSpeed key that set cfg.dtype ("fp16.enabled"), or "" where --dtype (or its default)
     did: a GPU recipe's precision falls back to float32 on a CPU (launch.resolve_dtype)."""
-    if not cfg.config:
-        return ""
     try:
         value, key = training(load(cfg.config)).get("dtype", (None, ""))
     except ValueError:  # no --config, or its file is gone since (a --resume)
@@ -223,17 +218,15 @@ def training_notes(ds, dtype):
     notes = []
     applied = training(ds)
     if applied.get("dtype", (dtype,))[0] != dtype:
-        key = applied.pop("dtype")[1]
-        notes.append(f"--dtype={dtype} wins over --config's {key}")
+        notes.append(f"--dtype={dtype} wins over --config's {applied.pop('dtype')[1]}")
     if applied:
         notes.append("from --config: " + ", ".join(
             f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
             for flag, (value, _) in applied.items()))
     off = [k for k, v in NOT_APPLIED.items() if k in ds and on(ds[k], v)]
     for p in DTYPES:  # loss scaling here: torch's GradScaler, its defaults
-        section = ds.get(p, {})
-        if section.get("enabled"):  # loss_scale 0 is dynamic scaling, as GradScaler's
-            off += [f"{p}.{k}" for k, v in section.items()
+        if lookup(ds, f"{p}.enabled"):  # loss_scale 0 is dynamic scaling, as GradScaler's
+            off += [f"{p}.{k}" for k, v in ds[p].items()
                     if k != "enabled" and not (k == "loss_scale" and v == 0)]
     params = ds.get("optimizer", {}).get("params", {})
     mapped = ("lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction")
@@ -286,8 +279,8 @@ def from_deepspeed(ds, cfg, notes, accum=None):
     if len(ids) != r.get("random_ltd_layer_num", len(ids)):
         raise ValueError(f"--config random_ltd_layer_num {r['random_ltd_layer_num']} != "
                          f"len(random_ltd_layer_id) {len(ids)}; make them agree")
-    if (de.get("enabled") and sampling.get("enabled")
-            and sampling.get("dynamic_batching", {}).get("enabled")):
+    dynamic = lookup(sampling, "dynamic_batching.enabled")
+    if de.get("enabled") and sampling.get("enabled") and dynamic:
         raise ValueError("--config enables data_sampling.dynamic_batching, which this project does "
                          "not implement; disable it")
     if not de.get("enabled"):
@@ -307,10 +300,9 @@ def from_deepspeed(ds, cfg, notes, accum=None):
                      "this run uses analyzer.py's index")
     metrics = {ALIASES.get(name, name): {k: v for k, v in e.items() if k not in DS_ONLY}
                for name, e in entries.items()}
-    ltd = None
-    if routing.get("enabled") and r.get("enabled"):  # subtle: {} is an enabled, empty section
-        ltd = {k: v for k, v in r.items() if k.startswith("random_ltd_")}
-    return metrics, ltd
+    if not (routing.get("enabled") and r.get("enabled")):  # subtle: {} is an enabled, empty one
+        return metrics, None
+    return metrics, {k: v for k, v in r.items() if k.startswith("random_ltd_")}
 
 
 def data_efficiency(cfg, global_batch_size, notes, accum=None, saved=None):
@@ -318,27 +310,22 @@ def data_efficiency(cfg, global_batch_size, notes, accum=None, saved=None):
     (a RandomLTDScheduler, or None: off), from the flags or --config, checked; notes gets what
     --config set, ignored or does not apply. saved: a checkpoint's settings, whose schedules a
     resumed run keeps (their lengths came from the first run's budget)."""
-    if saved:
-        metrics, ltd = saved["curricula"], saved["random_ltd"]
-        for name, entry in metrics.items():  # a custom pacing comes back by name: still there?
-            check_curriculum(name, entry, cfg.block_size)
-        layers = list(saved["model"]["ltd_layers"] or [])  # []: the model's default
-        return metrics, ltd and RandomLTDScheduler(ltd, layers)
-    metrics, ltd = from_flags(cfg, global_batch_size)
-    if cfg.config and (metrics or ltd):
+    metrics, ltd = ((saved["curricula"], saved["random_ltd"]) if saved
+                    else from_flags(cfg, global_batch_size))
+    if cfg.config and (metrics or ltd) and not saved:
         raise ValueError("--config and the cl_/seqlen/random_ltd flags both set a curriculum; "
                          "use one of them")
-    if cfg.config:
+    if cfg.config and not saved:
         ds = load(cfg.config)
         notes += training_notes(ds, cfg.dtype)
         metrics, ltd = from_deepspeed(ds, cfg, notes, accum)
-    if sum(name in SEQLEN_METRICS for name in metrics) > 1:
+    if sum(name in SEQLEN_METRICS for name in metrics) > 1:  # (a saved run's passed it)
         raise ValueError("both seqlen_truncate and seqlen_reshape are set; "
                          "keep one sequence-length curriculum")
-    for name, entry in metrics.items():
+    for name, entry in metrics.items():  # saved: a custom pacing comes back by name: still there?
         check_curriculum(name, entry, cfg.block_size)
-    if ltd is None:
-        return metrics, None
+    if saved or ltd is None:  # saved: its schedule, on the layers it ran ([]: the model's default)
+        return metrics, ltd and RandomLTDScheduler(ltd, list(saved["model"]["ltd_layers"] or []))
     check_random_ltd(ltd, cfg.n_layer, cfg.block_size)
     layers = sorted(set(ltd.get("random_ltd_layer_id") or []))  # []: the model's default
     return metrics, RandomLTDScheduler(ltd["random_ltd_schedule"], layers)
@@ -348,9 +335,8 @@ def from_flags(cfg, global_batch_size):
     """The cl_/seqlen_/ltd_ flags as DeepSpeed-format dicts: ({name: entry}, random_ltd or None).
     Schedule lengths left at 0 are 40% (curricula) and 60% (random-LTD) of the budget."""
     # the budget in dense steps: max_iters, or max_tokens / (G * T), whichever ends first
-    by_tokens = math.inf
-    if cfg.max_tokens:
-        by_tokens = cfg.max_tokens // (global_batch_size * cfg.block_size)
+    by_tokens = (cfg.max_tokens // (global_batch_size * cfg.block_size) if cfg.max_tokens
+                 else math.inf)
     steps = max(1, int(min(cfg.max_iters or math.inf, by_tokens)))
     metrics, ltd = {}, None
     if cfg.cl_metric:
@@ -460,8 +446,8 @@ def check_random_ltd(ltd, n_layer, block_size):
 def need(d, keys, where):
     missing = [k for k in keys if k not in d]
     if missing:
-        what = "it" if len(missing) == 1 else "them"
-        raise ValueError(f"{where} is missing {', '.join(missing)}; add {what}")
+        raise ValueError(f"{where} is missing {', '.join(missing)}; "
+                         f"add {'it' if len(missing) == 1 else 'them'}")
 
 
 def int_list(name, text):

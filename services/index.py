@@ -160,8 +160,8 @@ def build_index(bin_path, block_size, names, index_dir, num_workers=1, verbose=T
         if os.path.exists(os.path.join(d, "info.json")):  # no info.json: not a whole index
             os.remove(os.path.join(d, "info.json"))
         with Progress(f"sorting and saving {n} ({N:,} samples)", 0, verbose):
-            arrays = (values[n], *analyzer.sort_index(values.pop(n)))  # pop: free as we go
-            for k, arr in zip(KEYS, arrays):
+            # pop: free as we go
+            for k, arr in zip(KEYS, (values[n], *analyzer.sort_index(values.pop(n)))):
                 atomic_write(os.path.join(d, k + ".npy"), lambda f, arr=arr: np.save(f, arr))
         atomic_write(os.path.join(d, "info.json"), lambda f: json.dump(infos[n], f), "w")
         if verbose:
@@ -251,8 +251,8 @@ class Progress(tqdm):
     monitor_interval = 0  # subtle: no tqdm monitor thread, which would run while workers fork
 
     def __init__(self, desc, total=0, verbose=True):
-        terminal = sys.stdout.isatty() and sys.stderr.isatty()  # tqdm's bar goes to stderr
-        self.lines = verbose and not terminal  # else the bar (or nothing: verbose=False)
+        # not a terminal (tqdm's bar goes to stderr): lines; else the bar (none: verbose=False)
+        self.lines = verbose and not (sys.stdout.isatty() and sys.stderr.isatty())
         lines = dict(file=sys.stdout, bar_format=PASS if total else CALL, mininterval=0, miniters=1,
                      delay=1e-9, leave=False)  # every update calls display(), none at the start
         super().__init__(total=total or None, desc=desc, unit=" tokens", unit_scale=True,
