@@ -273,7 +273,8 @@ def test_a_warmup_longer_than_the_budget_is_said(corpus, tmp_path, capsys):
     assert re.search(r"^iter 3: loss \d\.\d{4}, lr \d\.\d\de-\d\d, \d+\.\dms$", out, re.M)
 
 
-def test_clock_lr_and_log_lines_follow_what_the_model_received(corpus, tmp_path, capsys, record_forward):
+def test_clock_lr_log_lines_and_admitted_samples_follow_the_curricula(corpus, tmp_path, capsys,
+                                                                      record_forward, monkeypatch):
     """seqlen 8 -> 16 (step 4 over 6 steps) and kept length 4 -> 16 (step 4 over 6 steps); L=4, layers 1, 2 drop.
 
     step t: s = d(t + 1) (DeepSpeed's offset) = 8, 8, 12, 12, 12, 16, 16, 16;
@@ -284,9 +285,13 @@ def test_clock_lr_and_log_lines_follow_what_the_model_received(corpus, tmp_path,
     (warmup 128 -> 360 effective tokens), not 8 dense steps later. The log line adds the curricula's
     values (equal to the start-up summary's) and the saving; the end-of-run line splits the saving
     into seqlen and random-LTD.
+
+    At every step the drawn samples are inside the easiest d% by vocab_rarity; the index is
+    built in --index_dir, and the summary says where.
     """
-    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=8", "--log_interval=2", "--save_checkpoint=false",
-                              *CL, *LTD))
+    seen, idx = record_ids(monkeypatch), tmp_path / "idx"
+    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=8", "--log_interval=2",
+                              "--save_checkpoint=false", f"--index_dir={idx}", *CL, *LTD))
     s, r = [8, 8, 12, 12, 12, 16, 16, 16], [4, 4, 8, 8, 12, 12, 16, 16]
     assert record_forward == [(4, si, ri if ri < si else None) for si, ri in zip(s, r)]  # r >= s: the dense model
     assert out["raw_tokens"] == 4 * sum(s) == 400 and out["effective_tokens"] == 360
@@ -302,6 +307,18 @@ def test_clock_lr_and_log_lines_follow_what_the_model_received(corpus, tmp_path,
     train.print_end(out)
     assert (f"tokens: 400 raw ({100 * (1 - 400 / 512):.1f}% fewer than dense: seqlen curriculum), 360 "
             f"effective ({100 * (1 - 360 / 400):.1f}% fewer than raw: random-LTD)") in capsys.readouterr().out
+    assert f"note: curriculum index in {idx} (--index_dir" in log
+    built = os.path.join(support_index.slot(str(idx), 16, "vocab_rarity"), "vocab_rarity")
+    assert sorted(os.listdir(built)) == [
+        "index_to_metric.npy", "index_to_sample.npy", "info.json", "sample_to_metric.npy"]
+    order = support_index.load_index(str(idx), 16, ["vocab_rarity"])["vocab_rarity"]
+    order, n = np.asarray(order["index_to_sample"]), len(order["index_to_sample"])
+    for step, ids in enumerate(seen):
+        # fixed_root, degree 2, 6 steps, difficulty_step 10
+        d = math.floor(20 + (100 - 20) * ((step + 1) / 6) ** 0.5)
+        d = min(d - d % 10, 100)  # at DeepSpeed's d(t + 1)
+        admitted = set(order[: n if d == 100 else (n // 100) * d].tolist())  # DeepSpeed's rounding
+        assert set(ids.tolist()) <= admitted, f"step {step}: a sample outside the easiest {d}%"
 
 
 def test_seqlen_reshape_clock(corpus, tmp_path, record_forward):
@@ -328,25 +345,6 @@ def test_ltd_layers_reach_model_and_clock(corpus, tmp_path, how, r):
     assert out["model"].ltd_layers == {2}
     # layers 0, 1, 3 dense; 2 keeps r
     assert out["effective_tokens"] == 2 * 4 * (16 * 3 + r * 1) / 4
-
-
-def test_curriculum_admits_only_easy_samples_of_the_index_in_index_dir(corpus, tmp_path, monkeypatch, capsys):
-    """At every step the drawn samples are inside the easiest d% by vocab_rarity; the index is
-    built in --index_dir, and the summary says where."""
-    seen, idx = record_ids(monkeypatch), tmp_path / "idx"
-    train.train(cfg_for(corpus, tmp_path / "o", "--max_iters=6", "--eval_interval=100", f"--index_dir={idx}",
-                        *CL[:5]))
-    assert f"note: curriculum index in {idx} (--index_dir" in capsys.readouterr().out
-    built = os.path.join(support_index.slot(str(idx), 16, "vocab_rarity"), "vocab_rarity")
-    assert sorted(os.listdir(built)) == [
-        "index_to_metric.npy", "index_to_sample.npy", "info.json", "sample_to_metric.npy"]
-    order = np.asarray(support_index.load_index(str(idx), 16, ["vocab_rarity"])["vocab_rarity"]["index_to_sample"])
-    n = len(order)
-    for step, ids in enumerate(seen):
-        d = math.floor(20 + (100 - 20) * ((step + 1) / 6) ** 0.5)  # fixed_root, degree 2, 6 steps, difficulty_step 10
-        d = min(d - d % 10, 100)  # at DeepSpeed's d(t + 1)
-        admitted = set(order[: n if d == 100 else (n // 100) * d].tolist())  # DeepSpeed's rounding
-        assert set(ids.tolist()) <= admitted, f"step {step}: a sample outside the easiest {d}%"
 
 
 @pytest.mark.slow
