@@ -363,11 +363,14 @@ def test_deepspeed_config_accepted_unchanged(corpus, tmp_path):
 # faults and bad input: one line, nothing lost
 
 
-def test_a_finished_run_is_not_replaced_nor_trained_on_unasked(corpus, tmp_path, capsys):
+def test_a_finished_run_is_not_replaced_nor_trained_on_unasked(corpus, tmp_path, capsys,
+                                                               monkeypatch):
     """Its own command again is refused (the checkpoint kept), --resume without a longer budget
     says so and saves nothing, --overwrite replaces it; a longer --resume keeps the run's
-    --threads, or takes the ones given."""
-    argv = argv_for(corpus, tmp_path, "--max_iters=2", "--eval_interval=2", "--threads=1")
+    --threads, or takes the ones given, and its custom pacing, by name; one gone is one line."""
+    argv = argv_for(corpus, tmp_path, "--max_iters=2", "--eval_interval=2", "--threads=1",
+                    "--cl_metric=vocab_rarity", "--cl_min=20", "--cl_schedule=custom",
+                    "--cl_pacing=smoothstep", "--cl_total_step=4", "--cl_difficulty_step=10")
     threads = torch.get_num_threads()
     try:
         train.main(argv)
@@ -380,12 +383,21 @@ def test_a_finished_run_is_not_replaced_nor_trained_on_unasked(corpus, tmp_path,
         train.main(argv + ["--overwrite", "--seed=3"])
         assert os.stat(tmp_path / "ckpt.pt").st_mtime_ns != before
         torch.set_num_threads(2)
-        out = main_out(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=3")
+        out = main_out(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=4")
         assert "1 torch threads per process" in out
-        out = main_out(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=4", "--threads=2")
+        # smoothstep 20..100 over 4 steps at DeepSpeed's t + 1 = 1..4: 32 -> 30, 60, 87 -> 80, 100
+        assert ("curriculum vocab_rarity (percentile): iter 1: 30, iter 2: 60, iter 3: 80, "
+                "iter 4: 100") in out
+        assert "done: 2 steps (iter 2 -> 4)" in out  # this process's steps, not 4
+        out = main_out(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=5", "--threads=2")
         assert "2 torch threads per process" in out
     finally:
         torch.set_num_threads(threads)
+    # the checkpoint names a pacing that is gone
+    monkeypatch.delitem(scheduler.PACING, "smoothstep")
+    line = main_error(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=6")
+    assert line.endswith("custom pacing 'smoothstep' unknown; known: "
+                         f"{', '.join(scheduler.PACING)} (add yours to scheduler.PACING)")
 
 
 def test_resume_with_no_flags_and_extend_a_curriculum_ltd_run(corpus, tmp_path, capsys):
@@ -566,22 +578,6 @@ def test_a_megatron_deepspeed_gpu_config_runs_on_a_cpu_in_float32(corpus, tmp_pa
             "in float32") in out
     assert "on cpu (float32)" in out and "fp16.loss_scale_window; fp16.hysteresis" in out
     assert "random-LTD on layers [1, 2]" in out and "done: 4 steps" in out
-
-
-def test_a_custom_pacing_trains_and_resumes_by_name_and_one_gone_is_one_line(corpus, tmp_path, capsys,
-                                                                              monkeypatch):
-    train.main(argv_for(corpus, tmp_path, "--max_iters=2", "--eval_interval=2", "--cl_metric=vocab_rarity",
-                        "--cl_min=20", "--cl_schedule=custom", "--cl_pacing=smoothstep", "--cl_total_step=4",
-                        "--cl_difficulty_step=10"))
-    out = main_out(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=4")
-    # smoothstep 20..100 over 4 steps at DeepSpeed's t + 1 = 1..4: 32 -> 30, 60, 87 -> 80, 100
-    assert "curriculum vocab_rarity (percentile): iter 1: 30, iter 2: 60, iter 3: 80, iter 4: 100" in out
-    assert "done: 2 steps (iter 2 -> 4)" in out  # this process's steps, not 4
-    # the checkpoint names a pacing that is gone
-    monkeypatch.delitem(scheduler.PACING, "smoothstep")
-    line = main_error(capsys, "--resume", f"--out_dir={tmp_path}", "--max_iters=5")
-    assert line.endswith(f"custom pacing 'smoothstep' unknown; known: {', '.join(scheduler.PACING)} (add "
-                         "yours to scheduler.PACING)")
 
 
 @pytest.mark.slow
