@@ -6,18 +6,25 @@ import pytest
 import data
 
 
+def template_corpus(d, docs, lines, things, **prepare):
+    """docs files of deterministic template sentences (lines each, a fifth of them code), prepared
+    with data.py into d/prepared."""
+    rng = np.random.default_rng(0)
+    animals = ["cat", "dog", "owl", "fox", "yak"]
+    for k in range(docs):
+        text = [f"the {rng.choice(animals)} sat on the {rng.choice(things)}." if rng.random() < 0.8
+                else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}"
+                for _ in range(lines)]
+        (d / f"doc{k}.txt").write_text("\n".join(text))
+    data.prepare([str(d)], str(d / "prepared"), verbose=False, **prepare)
+    return str(d / "prepared")
+
+
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory):
     """~40 KB of deterministic template sentences in a few documents, prepared with data.py."""
-    d = tmp_path_factory.mktemp("corpus")
-    rng = np.random.default_rng(0)
-    animals, things = ["cat", "dog", "owl", "fox", "yak"], ["mat", "log", "hat", "box", "quiz", "jazz"]
-    for k in range(4):
-        lines = [f"the {rng.choice(animals)} sat on the {rng.choice(things)}." if rng.random() < 0.8
-                 else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}" for _ in range(300)]
-        (d / f"doc{k}.txt").write_text("\n".join(lines))
-    data.prepare([str(d)], str(d / "prepared"), block_size=16, verbose=False)
-    return str(d / "prepared")
+    return template_corpus(tmp_path_factory.mktemp("corpus"), 4, 300,
+                           ["mat", "log", "hat", "box", "quiz", "jazz"], block_size=16)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ import torch
 
 import data
 import train
+from conftest import template_corpus
 from experiments import reproduce, runs
 from scheduler import CurriculumScheduler
 from services import index as index_cache
@@ -31,16 +32,8 @@ CPU = reproduce.SIZES["cpu"]
 @pytest.fixture(scope="module")
 def tiny_corpus(tmp_path_factory):
     """~300 KB of template sentences: the tiny size's 61K-token budget is 0.2 passes over it."""
-    d = tmp_path_factory.mktemp("tiny_corpus")
-    rng = np.random.default_rng(0)
-    animals, things = ["cat", "dog", "owl", "fox", "yak"], ["mat", "log", "hat", "box", "jazz"]
-    for k in range(10):
-        lines = [f"the {rng.choice(animals)} sat on the {rng.choice(things)}." if rng.random() < 0.8
-                 else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}"
-                 for _ in range(1200)]
-        (d / f"doc{k}.txt").write_text("\n".join(lines))
-    data.prepare([str(d)], str(d / "prepared"), verbose=False)
-    return str(d / "prepared")
+    return template_corpus(tmp_path_factory.mktemp("tiny_corpus"), 10, 1200,
+                           ["mat", "log", "hat", "box", "jazz"])
 
 
 def fake_train(trained, loss=2.0):

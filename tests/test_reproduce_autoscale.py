@@ -213,8 +213,7 @@ def test_domain_run_draws_the_weighted_tokens_and_evaluates_each_domain(domain_c
         assert ids[-1] == np.flatnonzero(val == k)[-1]
     train_ids = window_domains(data.SampleWindows(os.path.join(domain_corpus, "train.bin"), 16))
     assert list(train_tokens) == [np.sum(train_ids == k) * 16 for k in (0, 1)]
-    args = ["--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=16", "--batch_size=4",
-            "--warmup_iters=1", f"--data_dir={domain_corpus}"]
+    args = TINY[1].split("=", 1)[1].split() + [f"--data_dir={domain_corpus}"]  # the model of TINY
     losses, tokens = rs.domain_run(args, str(tmp_path), names, eval_ids, np.array([300.0, 100.0]),
                                    1, "run")
     # 400 tokens in steps of 4 rows x 16 = 64 tokens: 7 steps (rounded up), 3 prose + 1 code rows
