@@ -435,9 +435,12 @@ def check_random_ltd(ltd, n_layer, block_size):
     if kind not in ("fixed_linear", "fixed_root"):
         raise ValueError(f"random_ltd schedule_type {kind!r} unknown; "
                          "use fixed_linear or fixed_root")
-    if not 0 < lo <= hi <= block_size:
+    if not 0 < lo <= hi <= block_size:  # the fix: the block size, else min_value
+        fix = f"lower min_value (--ltd_min) to at most {hi}" if lo > hi else "raise min_value"
+        if hi > block_size:
+            fix = f"set --block_size={hi}"
         raise ValueError(f"random_ltd kept lengths min_value {lo}..max_value {hi} must lie in "
-                         f"1..block_size {block_size}; fix them or set --block_size={hi}")
+                         f"1..block_size {block_size}; {fix}")
     if lo < sc["seq_per_step"]:  # subtle: r -= r % seq_per_step would make the first r 0
         raise ValueError(f"random_ltd min_value {lo} < seq_per_step {sc['seq_per_step']} gives a "
                          "kept length of 0; raise min_value to a multiple of seq_per_step")

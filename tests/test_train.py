@@ -454,7 +454,8 @@ def test_a_nanogpt_corpus_is_hashed_once_and_a_resume_refuses_changed_tokens_or_
     (["--global_batch_size=6"], "global_batch_size 6 is not divisible by batch_size * world_size = 4 * 1; "
                                 "change --global_batch_size or --batch_size"),
     (["--block_size=100000"], "fewer than block_size+1 = 100001; use a smaller --block_size or more text"),
-    (["--random_ltd", "--ltd_min=99"], "min_value 99..max_value 16 must lie in 1..block_size 16; fix them"),
+    (["--random_ltd", "--ltd_min=99"], "min_value 99..max_value 16 must lie in 1..block_size 16; lower "
+                                       "min_value (--ltd_min) to at most 16"),  # not: set --block_size=16
     ([*CL, "--dtype=float16"], "--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); use "
                                "float32 or bfloat16"),
     (["--data_dir=TMP/wide", "--vocab_size=500"], "TMP/wide holds token id 999 (its token files), not below the "
