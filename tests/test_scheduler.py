@@ -115,10 +115,11 @@ def check_ltd(schedule, block_size=32):
 
 
 @pytest.mark.parametrize("config_, want", [
-    (ltd(64, 32, require_steps=5, seq_per_step=8), "min_value 64..max_value 32 must lie in 1..block_size 32"),
+    (ltd(64, 32, require_steps=5, seq_per_step=8), "min_value 64..max_value 32 must lie in 1..block_size 32; "
+                                                   "lower min_value (--ltd_min) to at most 32"),
     (ltd(8, 32, require_steps=5), "missing seq_per_step"),
     (ltd(4, 32, require_steps=5, seq_per_step=8), "min_value 4 < seq_per_step 8 gives a kept length of 0"),
-    (ltd(8, 64, require_steps=5, seq_per_step=8), "max_value 64 must lie in 1..block_size 32; fix them or set "
+    (ltd(8, 64, require_steps=5, seq_per_step=8), "max_value 64 must lie in 1..block_size 32; set "
                                                   "--block_size=64"),
     (cl(1, 10, "cosine", total_curriculum_step=5, difficulty_step=1), "schedule_type 'cosine' unknown"),
     (cl(10, 1, "fixed_linear", total_curriculum_step=5, difficulty_step=1), "min_difficulty 10 > max_difficulty 1"),
