@@ -43,9 +43,9 @@ def test_newly_admitted_ids_join_their_domains_current_pass():
     """The pool doubles after 3 steps: no domain repeats an id before its pass over all its n_k ids
     ends. Admission first (the easiest half, then all), then exact counts per domain from the
     admitted ids."""
-    _, index = metric_index(5)
     metrics = {"a": custom("percentile", lambda u: 50 if u <= 3 else 100)}
-    s = weighted([1 / 3] * 3, G=12, seed=0, metrics=metrics, index={"a": index})  # 4 per domain
+    # 4 per domain
+    s = weighted([1 / 3] * 3, G=12, seed=0, metrics=metrics, index={"a": metric_index(5)[1]})
     batches = [s.global_ids(t) for t in range(20)]
     for t, b in enumerate(batches):
         assert np.isin(b, s.pool(t)).all()
