@@ -66,7 +66,7 @@ def test_train_starts_and_steps_on_a_gpu_with_the_default_device(corpus, tmp_pat
     """`python train.py` on a CUDA machine: set_device gets an index (a bare "cuda" raises as the real one does),
     the generator and batches go to cuda:0, bf16 autocast, fused AdamW, and the checkpoint says where it ran. A V100
     or T4 reports bf16 'supported' through emulation: auto picks float16 with a loss scaler there."""
-    with FakeCuda(n_gpu=1, bf16=bf16, emulated_bf16=True) as gpu:
+    with FakeCuda(n_gpu=1, bf16=bf16) as gpu:
         out = train.train(cfg_for(corpus, tmp_path, "--device=auto", "--max_iters=3", "--eval_interval=3", *LTD))
     assert out["iter_num"] == 3 and out["val_loss"] < 6
     assert ("set_device", 0) in gpu.calls and ("Generator", "cuda:0") in gpu.calls
