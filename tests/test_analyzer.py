@@ -64,8 +64,7 @@ def test_worked_examples_of_the_metrics():
     docs = analyzer.num_docs(np.array([[5, data.EOT, 7, data.EOT], [1, 2, 3, 4]]), None)
     assert docs.tolist() == [3, 1]
     varied = np.random.default_rng(0).integers(0, 256, (1, 129))
-    text = np.frombuffer(b"the cat sat on the mat. " * 6, dtype=np.uint8)
-    text = text[:129][None].astype(np.int64)
+    text = np.frombuffer(b"the cat sat on the mat. " * 6, np.uint8)[:129][None].astype(np.int64)
     with_eot = text.copy()
     with_eot[0, 5] = data.EOT
     scores = analyzer.compression(np.concatenate([text, varied, with_eot]), None)
@@ -195,8 +194,7 @@ def test_damaged_index_rebuilt_with_one_line(corpus, tmp_path, capsys, target, h
 
 
 def test_a_nan_metric_is_refused(corpus, tmp_path, monkeypatch):
-    monkeypatch.setitem(analyzer.METRICS, "nan",
-                        lambda s, counts: np.where(s[:, 0] == 1, np.nan, 0.0))
+    monkeypatch.setitem(analyzer.METRICS, "nan", lambda s, p: np.where(s[:, 0] == 1, np.nan, 0.0))
     nan = r"metric nan gave NaN for \d+ samples \(first: \d+\); make it return numbers"
     with pytest.raises(ValueError, match=nan):
         ensure(corpus[0], 64, ["nan"], tmp_path / "index")
@@ -259,8 +257,7 @@ def test_the_command_line_says_the_index_is_up_to_date_or_what_is_wrong_in_one_l
     n = len(data.SampleWindows(os.path.join(domain_corpus, "train.bin"), 16))
     where = os.path.join(index_cache.slot(str(tmp_path), 16, "vocab_rarity"), "vocab_rarity")
     assert capsys.readouterr().out == f"index {where}: {n:,} samples of 16+1 tokens, up to date\n"
-    cli = [sys.executable, "-m", "services.index", f"--data_dir={domain_corpus}",
-           f"--index_dir={tmp_path / 'i'}"]
+    cli = [sys.executable, "-m", "services.index", args[0], f"--index_dir={tmp_path / 'i'}"]
     known = ", ".join(analyzer.METRICS)
     for flag, want in (("--metrics=nope", f"unknown metric 'nope'; known: {known}\n"),
                        ("--block_size=100000", "fewer than block_size+1")):

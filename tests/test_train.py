@@ -237,14 +237,13 @@ def test_torchrun_ranks_draw_their_own_tokens_and_resume_them_bit_exact(corpus, 
     continue exactly (each rank gets its own dropout and random-LTD states back, not rank 0's)."""
     args = TINY + [f"--data_dir={corpus}", "--eval_interval=2", "--global_batch_size=8",
                    "--dropout=0.1", "--lr_decay_iters=4", *CL, *LTD]
-    straight, stdout = torchrun(tmp_path / "s", *args, "--max_iters=4",
-                                f"--out_dir={tmp_path / 's'}")
+    s, r = tmp_path / "s", tmp_path / "r"  # each run's records and checkpoint
+    straight, stdout = torchrun(s, *args, "--max_iters=4", f"--out_dir={s}")
     assert "curriculum vocab_rarity" in stdout and "seqlen 8" in stdout
     assert straight[0]["seeds"][0] != straight[1]["seeds"][0]  # dropout masks differ across ranks
     assert straight[0]["kept"][0] != straight[1]["kept"][0]
-    first, _ = torchrun(tmp_path / "r", *args, "--max_iters=2", f"--out_dir={tmp_path / 'r'}")
-    second, _ = torchrun(tmp_path / "r", *args, "--max_iters=4", "--resume",
-                         f"--out_dir={tmp_path / 'r'}")
+    first, _ = torchrun(r, *args, "--max_iters=2", f"--out_dir={r}")
+    second, _ = torchrun(r, *args, "--max_iters=4", "--resume", f"--out_dir={r}")
     for rank in range(2):
         assert first[rank]["kept"] + second[rank]["kept"] == straight[rank]["kept"], f"rank {rank}"
     assert first[0]["losses"] + second[0]["losses"] == straight[0]["losses"]
