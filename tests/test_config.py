@@ -1,5 +1,5 @@
-"""train.py's settings (TrainConfig, parse_args) and services/ds_config.py: the command line, value checks, schedule
-defaults from the budget, the DeepSpeed config mapping."""
+"""train.py's settings (TrainConfig, parse_args) and services/ds_config.py: the command line,
+value checks, schedule defaults from the budget, the DeepSpeed config mapping."""
 
 import json
 import os
@@ -62,21 +62,24 @@ def test_every_option_parses_as_the_type_it_declares():
     (["--seqlen=shrink"], "--seqlen: invalid choice: 'shrink'"),
     (["--learning_rate=0"], "--learning_rate=0.0 must be positive"),
     (["--dropout=1"], "--dropout=1.0 must be below 1"),
-    (["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete"], "needs --cl_discrete_difficulty"),
-    (["--cl_metric=vocab_rarity", "--cl_schedule=custom"], "--cl_schedule=custom needs --cl_pacing=NAME, "
-                                                           f"one of {', '.join(scheduler.PACING)}"),
+    (["--cl_metric=vocab_rarity", "--cl_schedule=fixed_discrete"],
+     "needs --cl_discrete_difficulty"),
+    (["--cl_metric=vocab_rarity", "--cl_schedule=custom"],
+     f"--cl_schedule=custom needs --cl_pacing=NAME, one of {', '.join(scheduler.PACING)}"),
     (["--nope=1"], "unknown option: --nope=1; see train.py --help"),
     (["--batch_size=abc"], "--batch_size: invalid int value: 'abc'"),
     # where the random-LTD layers and the config are read (ds_config.data_efficiency)
     (["--random_ltd", "--n_layer=2"], "--n_layer=3 or more"),
     # layer 5 of 4 layers: the fix was "3 or more"
-    (["--random_ltd", "--ltd_layers=5"], "(got [5]); use --n_layer=6 or more, or list them with --ltd_layers"),
+    (["--random_ltd", "--ltd_layers=5"],
+     "(got [5]); use --n_layer=6 or more, or list them with --ltd_layers"),
     (["--random_ltd", "--ltd_layers=-1"], "(got [-1]); list them with --ltd_layers"),
     (["--random_ltd", "--ltd_layers=1,7"], "inside 0..3 (got [7])"),
     (["--config=TMP/bad.json"], "is not a readable JSON file (Expecting property name"),
     (["--config=TMP/list.json"], "must hold a JSON object"),
     # where it is opened, before any work
-    (["--config=TMP"], "is not a readable JSON file ([Errno 21] Is a directory: 'TMP'); pass a DeepSpeed JSON"),
+    (["--config=TMP"],
+     "is not a readable JSON file ([Errno 21] Is a directory: 'TMP'); pass a DeepSpeed JSON"),
 ])
 def test_bad_values_are_one_line_errors(tmp_path, args, want):
     (tmp_path / "bad.json").write_text("{not json")
@@ -87,29 +90,21 @@ def test_bad_values_are_one_line_errors(tmp_path, args, want):
 
 
 def test_schedule_lengths_follow_the_budget_in_its_unit():
-    """40% / 60% of the run's dense steps, whether --max_iters or --max_tokens ends the run (G=16, T=128)."""
+    """40% / 60% of the run's dense steps, whether --max_iters or --max_tokens ends the run
+    (G=16, T=128)."""
     flags = ["--cl_metric=vocab_rarity", "--seqlen=truncate", "--random_ltd"]
     tokens = f"--max_tokens={500 * 16 * 128}"  # 500 steps; with --max_iters, whichever ends first
     for budget, cl, ltd in ((["--max_iters=1000"], 400, 600), (["--max_iters=0", tokens], 200, 300),
-                            (["--max_iters=100", tokens], 40, 60), (["--max_iters=900", tokens], 200, 300)):
-
+                            (["--max_iters=100", tokens], 40, 60),
+                            (["--max_iters=900", tokens], 200, 300)):
         m, got = data_efficiency(parse_args(flags + budget), 16, [])
         assert m["vocab_rarity"]["schedule_config"]["total_curriculum_step"] == cl
         assert m["seqlen_truncate"]["schedule_config"]["total_curriculum_step"] == cl
         assert got.config["schedule_config"]["require_steps"] == ltd
 
 
-
-@pytest.mark.parametrize("flags, kind, schedule_config", [
-    (["--cl_schedule=fixed_discrete", "--cl_discrete_difficulty=10,50,100", "--cl_discrete_max_step=5,9"],
-     "fixed_discrete", {"difficulty": [10, 50, 100], "max_step": [5, 9]}),
-    (["--cl_schedule=custom", "--cl_pacing=smoothstep", "--cl_total_step=50", "--cl_difficulty_step=5"],
-     "custom", {"pacing": "smoothstep", "total_curriculum_step": 50, "difficulty_step": 5}),
-])
-def test_a_schedule_from_flags(flags, kind, schedule_config):
-    """--cl_schedule=custom was an invalid choice; it names a pacing function by --cl_pacing."""
-    entry = data_efficiency(parse_args(["--cl_metric=vocab_rarity", *flags]), 16, [])[0]["vocab_rarity"]
-    assert (entry["schedule_type"], entry["schedule_config"]) == (kind, schedule_config)
+# --cl_schedule=fixed_discrete and custom from flags: tests/test_demos.py (the scheduler demo's
+# fixed_discrete column) and tests/test_train.py (a custom pacing's d(t) on resume)
 
 
 def test_a_custom_schedule_in_json_names_a_pacing_function(tmp_path):
@@ -118,7 +113,8 @@ def test_a_custom_schedule_in_json_names_a_pacing_function(tmp_path):
     metrics = ds["data_efficiency"]["data_sampling"]["curriculum_learning"]["curriculum_metrics"]
     name = next(n for n in metrics if not n.startswith("seqlen"))
     metrics[name].update(schedule_type="custom",
-                         schedule_config={"pacing": "smoothstep", "total_curriculum_step": 9, "difficulty_step": 1})
+                         schedule_config={"pacing": "smoothstep", "total_curriculum_step": 9,
+                                          "difficulty_step": 1})
     got = data_efficiency(parse_args([f"--config={write(tmp_path, ds)}"]), 16, [])[0]
     assert got["vocab_rarity"]["schedule_config"]["pacing"] == "smoothstep"
 
@@ -154,31 +150,35 @@ MEGATRON = os.path.join(ROOT, "tests", "fixtures", "ds_config_megatron_gpt_1.3B_
 def test_megatron_deepspeeds_gpt_config_as_its_script_writes_it_is_read_unchanged():
     """examples_deepspeed/data_efficiency/gpt/pretrain/ds_pretrain_gpt_1.3B_dense_base_script.sh
     (CL voc + seqlen_truncate, random-LTD 128 -> 2048, 64 GPUs) fills its 2-metric template into
-    this file: metric voc, fixed_root for the length, fp16 with its loss-scale keys, ZeRO, logging."""
+    this file: metric voc, fixed_root for the length, fp16 with its loss-scale keys, ZeRO,
+    logging."""
     cfg = parse_args([f"--config={MEGATRON}", "--n_layer=24", "--block_size=2048"])
     metrics, ltd = data_efficiency(cfg, 512, notes := [])
-    assert (cfg.dtype, cfg.global_batch_size, cfg.batch_size, cfg.grad_clip) == ("float16", 512, 8, 1.0)
+    assert (cfg.dtype, cfg.global_batch_size, cfg.batch_size, cfg.grad_clip) == (
+        "float16", 512, 8, 1.0)
     assert set(metrics) == {"vocab_rarity", "seqlen_truncate"}
     assert metrics["seqlen_truncate"]["schedule_config"] == {"total_curriculum_step": 110000,
                                                              "difficulty_step": 8, "root_degree": 1}
     assert ltd.layers == list(range(1, 23))
-    assert notes[-2] == ("not applied here (they change training in DeepSpeed): fp16.loss_scale_window; "
-                         "fp16.hysteresis; fp16.min_loss_scale; fp16.initial_scale_power; "
-                         "data_efficiency.seed (--seed seeds the sampler)")
+    assert notes[-2] == ("not applied here (they change training in DeepSpeed): "
+                         "fp16.loss_scale_window; fp16.hysteresis; fp16.min_loss_scale; "
+                         "fp16.initial_scale_power; data_efficiency.seed (--seed seeds the "
+                         "sampler)")
     assert notes[-1].startswith("DeepSpeed index/cluster paths in --config are ignored")
 
 
 def test_published_gpt3_recipe_config_maps_to_our_settings():
-    """The GPT-3 1.3B recipe's data_efficiency section (as DeepSpeed's examples publish it) is read unchanged."""
+    """The GPT-3 1.3B recipe's data_efficiency section (as DeepSpeed's examples publish it) is
+    read unchanged."""
     path = os.path.join(ROOT, "tests", "fixtures", "ds_config_gpt3_1.3b_cl_ltd.json")
-    cfg = parse_args([f"--config={path}", "--n_layer=24", "--global_batch_size=512", "--batch_size=8",
-                      "--block_size=2048"])
+    cfg = parse_args([f"--config={path}", "--n_layer=24", "--global_batch_size=512",
+                      "--batch_size=8", "--block_size=2048"])
     metrics, ltd = data_efficiency(cfg, 512, notes := [])
     assert set(metrics) == {"vocab_rarity", "seqlen_truncate"} and len(notes) == 3
-    assert metrics["vocab_rarity"] == {"difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
-                                       "schedule_type": "fixed_root",
-                                       "schedule_config": {"total_curriculum_step": 110000, "difficulty_step": 1,
-                                                           "root_degree": 2}}
+    assert metrics["vocab_rarity"] == {
+        "difficulty_type": "percentile", "min_difficulty": 1, "max_difficulty": 100,
+        "schedule_type": "fixed_root", "schedule_config": {"total_curriculum_step": 110000,
+                                                           "difficulty_step": 1, "root_degree": 2}}
     assert ltd.layers == list(range(1, 23)) and ltd.config["min_value"] == 128
 
 
@@ -187,9 +187,8 @@ def real_deepspeed_config():
     ds = ds_example()
     ds.update(optimizer={"type": "Adam", "params": {"lr": 6e-4, "betas": [0.9, 0.95], "eps": 1e-6,
                                                     "weight_decay": 0.01, "amsgrad": True}},
-              scheduler={"type": "WarmupCosineLR", "params": {"total_num_steps": 900,
-                                                              "warmup_num_steps": 30,
-                                                              "cos_min_ratio": 0.1}},
+              scheduler={"type": "WarmupCosineLR", "params": {
+                  "total_num_steps": 900, "warmup_num_steps": 30, "cos_min_ratio": 0.1}},
               gradient_clipping=0.5, bf16={"enabled": True}, fp16={"enabled": False},
               communication_data_type="fp32", zero_optimization={"stage": 1},
               progressive_layer_drop={"enabled": True, "theta": 0.5, "gamma": 0.001},
@@ -197,7 +196,7 @@ def real_deepspeed_config():
     return ds
 
 
-def test_a_real_deepspeed_config_sets_our_flags_and_names_the_rest_and_an_explicit_dtype_wins(tmp_path):
+def test_a_real_deepspeed_config_sets_our_flags_names_the_rest_and_an_explicit_dtype_wins(tmp_path):
     """optimizer, scheduler, clipping and precision become flags (LR 2e-3, clipping 1.0 and float32
     were kept before); every documented top-level key is accepted; what changes training in
     DeepSpeed but not here is named in one note. --dtype=float32 with a config that enables bf16
@@ -216,19 +215,21 @@ def test_a_real_deepspeed_config_sets_our_flags_and_names_the_rest_and_an_explic
                         "bfloat16, learning_rate 0.0006, eps 1e-06, weight_decay 0.01, beta1 0.9, "
                         "beta2 0.95, warmup_iters 30, lr_decay_iters 900, min_lr 6e-05")
     assert notes[1].startswith("scheduler WarmupCosineLR: warmup here is linear")
-    assert notes[2] == ("not applied here (they change training in DeepSpeed): communication_data_type;"
-                        " progressive_layer_drop; optimizer.params.amsgrad; data_efficiency.seed "
-                        "(--seed seeds the sampler)")
+    assert notes[2] == ("not applied here (they change training in DeepSpeed): "
+                        "communication_data_type; progressive_layer_drop; "
+                        "optimizer.params.amsgrad; data_efficiency.seed (--seed seeds the sampler)")
     cfg = parse_args([f"--config={path}", "--dtype=float32"])
     data_efficiency(cfg, 16, notes := [])
-    assert cfg.dtype == "float32" and notes[0] == "--dtype=float32 wins over --config's bf16.enabled"
+    assert cfg.dtype == "float32"
+    assert notes[0] == "--dtype=float32 wins over --config's bf16.enabled"
     assert "dtype" not in notes[1] and ds_config.precision_key(cfg) == ""
 
 
 @pytest.mark.parametrize("flags, want", [
     (["--learning_rate=1e-3"], "--config sets optimizer.params.lr 0.0006 but --learning_rate=0.001 "
                                "was given; drop the flag or change the config"),
-    (["--warmup_iters=5"], "--config sets scheduler.params.warmup_num_steps 30 but --warmup_iters=5"),
+    (["--warmup_iters=5"],
+     "--config sets scheduler.params.warmup_num_steps 30 but --warmup_iters=5"),
 ])
 def test_a_flag_that_disagrees_with_the_config_is_one_line(tmp_path, flags, want):
     path = write(tmp_path, real_deepspeed_config())
@@ -256,32 +257,35 @@ RL, CL, CM = ("data_routing", "random_ltd"), ("data_sampling", "curriculum_learn
      "unknown curriculum metric 'perplexity'"),
     (lambda d: de(d).update(surprise=1), "unknown key 'surprise'"),
     (lambda d: de(d, *RL).pop("random_ltd_schedule"), "random_ltd is missing random_ltd_schedule"),
-    (lambda d: de(d, *CL).update(curriculum_metrics=[1, 2]), "curriculum_metrics in curriculum_learning must be "
-                                                             "an object"),
+    (lambda d: de(d, *CL).update(curriculum_metrics=[1, 2]),
+     "curriculum_metrics in curriculum_learning must be an object"),
     (lambda d: de(d, *CM, "vocabularyrarity").update(min_difficulty="1"),
      'min_difficulty in vocabularyrarity must be a number, got "1"'),
-    (lambda d: d.update(data_efficiency="yes"), 'data_efficiency in the top level must be an object'),
+    (lambda d: d.update(data_efficiency="yes"),
+     "data_efficiency in the top level must be an object"),
     (lambda d: de(d).update(enabled="true"), "enabled in data_efficiency must be true or false"),
     # enabled without its schedule, it trained dense and exited 0 (an empty dict is falsy)
     (lambda d: de(d, "data_routing").update(random_ltd={"enabled": True}),
      "random_ltd is missing random_ltd_schedule; add it"),
-    (lambda d: de(d, *CL).pop("curriculum_metrics"), "--config enables curriculum_learning but has no "
-                                                     "curriculum_metrics"),
+    (lambda d: de(d, *CL).pop("curriculum_metrics"),
+     "--config enables curriculum_learning but has no curriculum_metrics"),
     (lambda d: de(d, "data_sampling").update(dynamic_batching={"enabled": True}),
      "enables data_sampling.dynamic_batching, which this project does not implement"),
     (lambda d: d.update(curriculum_learning={"enabled": True, "curriculum_type": "seqlen"}),
      "legacy top-level curriculum_learning; move it to data_efficiency.data_sampling"),
-    (lambda d: d.update(optimizer={"type": "Lamb", "params": {"lr": 1e-3}}), "optimizer 'Lamb' is not AdamW"),
-    (lambda d: d.update(fp16={"enabled": True}, bf16={"enabled": True}), "--config enables both fp16 and bf16; "
-                                                                         "keep one"),
-    (lambda d: d.update(gradient_accumulation_steps=4), "--config has gradient_accumulation_steps 4 "
-                                                        "but this run accumulates 1"),
+    (lambda d: d.update(optimizer={"type": "Lamb", "params": {"lr": 1e-3}}),
+     "optimizer 'Lamb' is not AdamW"),
+    (lambda d: d.update(fp16={"enabled": True}, bf16={"enabled": True}),
+     "--config enables both fp16 and bf16; keep one"),
+    (lambda d: d.update(gradient_accumulation_steps=4),
+     "--config has gradient_accumulation_steps 4 but this run accumulates 1"),
 ])
 def test_deepspeed_config_mistakes_are_one_line_errors(tmp_path, edit, want):
     ds = ds_example()
     edit(ds)
+    path = write(tmp_path, ds)
     with pytest.raises(ValueError, match=re.escape(want)) as e:
-        cfg = parse_args([f"--config={write(tmp_path, ds)}", "--n_layer=4", "--global_batch_size=16"])
+        cfg = parse_args([f"--config={path}", "--n_layer=4", "--global_batch_size=16"])
         data_efficiency(cfg, 16, [], accum=1)
     assert "\n" not in str(e.value)
 

@@ -1,4 +1,5 @@
-"""train.py end to end: CLI, determinism, resume, torchrun (Gloo), the token clock and LR, faults and bad input."""
+"""train.py end to end: CLI, determinism, resume, torchrun (Gloo), the token clock and LR, faults
+and bad input."""
 
 import builtins
 import json
@@ -21,11 +22,14 @@ from test_data import nanogpt_char_dataset, nanogpt_copy
 from test_sampler import record_ids
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_embd=32", "--eval_samples=8",
-        "--log_interval=1", "--sample_tokens=0", "--warmup_iters=2", "--learning_rate=3e-3", "--min_lr=3e-4",
-        "--device=cpu"]  # subtle: numbers compared bit for bit; test_launch.py and the smoke run take --device=auto
-CL = ["--cl_metric=vocab_rarity", "--cl_min=20", "--cl_max=100", "--cl_total_step=6", "--cl_difficulty_step=10",
-      "--seqlen=truncate", "--seqlen_min=8", "--seqlen_step=4", "--seqlen_total_step=6"]
+# subtle: --device=cpu, numbers compared bit for bit; test_launch.py and the smoke run take
+# --device=auto
+TINY = ["--block_size=16", "--batch_size=4", "--n_layer=4", "--n_head=2", "--n_embd=32",
+        "--eval_samples=8", "--log_interval=1", "--sample_tokens=0", "--warmup_iters=2",
+        "--learning_rate=3e-3", "--min_lr=3e-4", "--device=cpu"]
+CL = ["--cl_metric=vocab_rarity", "--cl_min=20", "--cl_max=100", "--cl_total_step=6",
+      "--cl_difficulty_step=10", "--seqlen=truncate", "--seqlen_min=8", "--seqlen_step=4",
+      "--seqlen_total_step=6"]
 SAMPLE = "sample (the model's text follows [prompt ends]):\n"
 LTD = ["--random_ltd", "--ltd_min=4", "--ltd_seq_per_step=4", "--ltd_require_steps=6"]
 
@@ -39,8 +43,8 @@ def cfg_for(corpus, out_dir, *extra):
 
 
 def run(*args, env=None):
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=600)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=600)
 
 
 def main_out(capsys, *argv):
@@ -64,7 +68,8 @@ def lr_at(tokens, warmup, decay, step=64, lr=3e-3, min_lr=3e-4):
     lr * (it + 1) / (warmup_iters + 1)), then cosine to min_lr at decay (effective tokens)."""
     if tokens < warmup:
         return lr * (tokens + step) / (warmup + step)
-    return min_lr + 0.5 * (1 + math.cos(math.pi * (tokens - warmup) / (decay - warmup))) * (lr - min_lr)
+    cosine = 0.5 * (1 + math.cos(math.pi * (tokens - warmup) / (decay - warmup)))
+    return min_lr + cosine * (lr - min_lr)
 
 
 @pytest.fixture
@@ -83,18 +88,21 @@ def record_forward(monkeypatch):
 
 @pytest.mark.slow
 def test_cli_smoke_run(corpus, tmp_path):
-    r = run("train.py", *TINY[:-1], f"--data_dir={corpus}", f"--out_dir={tmp_path}", "--max_iters=4",
-            "--eval_interval=2", "--sample_tokens=20", "--threads=1")
+    r = run("train.py", *TINY[:-1], f"--data_dir={corpus}", f"--out_dir={tmp_path}",
+            "--max_iters=4", "--eval_interval=2", "--sample_tokens=20", "--threads=1")
     assert r.returncode == 0, r.stderr
-    assert re.search(r"iter 4: loss \d\.\d{4}, lr \S+, \d+\.\dms\n", r.stdout) and "1 torch threads" in r.stdout
+    # the log line: test_a_warmup_longer_than_the_budget_is_said; --threads:
+    # test_a_finished_run_is_not_replaced_nor_trained_on_unasked
     assert "tok/s" in r.stdout and "fewer" not in r.stdout  # a dense run: no savings to report
     assert "tokens: 256 raw, 256 effective (dense: every token through every layer)" in r.stdout
     assert "done: 4 steps" in r.stdout and SAMPLE in r.stdout
-    first_line = data.decode(np.fromfile(os.path.join(corpus, "val.bin"), dtype=np.uint16)[:64]).split("\n")[0]
+    val = np.fromfile(os.path.join(corpus, "val.bin"), dtype=np.uint16)
+    first_line = data.decode(val[:64]).split("\n")[0]
     # starts from the corpus's own text, not "def ", and marked (it was not)
     assert r.stdout.split(SAMPLE)[1].startswith(first_line + "\n[prompt ends]")
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
-    assert ckpt["state"]["iter_num"] == 4 and ckpt["state"]["raw_tokens"] == 4 * 4 * 16 and "sampler" in ckpt
+    assert ckpt["state"]["iter_num"] == 4 and ckpt["state"]["raw_tokens"] == 4 * 4 * 16
+    assert "sampler" in ckpt
     assert sorted(os.listdir(tmp_path)) == ["ckpt.pt"]
 
 
@@ -164,13 +172,15 @@ spy(DDP, "no_sync", lambda a, context: rec["no_sync"].append(1))
 spy(data, "scan_bins", lambda a, scan: rec["scans"].append(1))
 spy(train, "train", lambda a, out: rec.update(losses=out["losses"], val_loss=out["val_loss"]))
 if {fail_rank!r} == os.environ.get("RANK", "0"):  # this rank's machine lacks the data
-    train.data.load_splits = lambda d, *a: (_ for _ in ()).throw(ValueError(f"no train.bin in {{d}}; copy it here"))
+    train.data.load_splits = lambda d, *a: (_ for _ in ()).throw(
+        ValueError(f"no train.bin in {{d}}; copy it here"))
 try:
     if {gpus}:
         from fake_cuda import FakeCuda
         with FakeCuda(n_gpu={gpus}, ddp_modules=[train]) as gpu:
             train.main(sys.argv[1:])
-        rec["calls"] = [list(c[:2]) for c in gpu.calls if c[0] in ("set_device", "init_process_group", "DDP")]
+        rec["calls"] = [list(c[:2]) for c in gpu.calls
+                        if c[0] in ("set_device", "init_process_group", "DDP")]
     else:
         train.main(sys.argv[1:])
 finally:
@@ -180,10 +190,12 @@ finally:
 
 def recorder(tmp_path, gpus=0, sleep=0.0, fail_rank=None):
     """RECORDER for a run writing to tmp_path: rank<RANK>.json gets what each rank drew, kept,
-    hashed and called, its losses and val loss (rank<RANK>.json.pid its process id, at the start)."""
+    hashed and called, its losses and val loss (rank<RANK>.json.pid its process id, at the
+    start)."""
     tmp_path.mkdir(exist_ok=True)
     path = tmp_path / "record.py"
-    path.write_text(RECORDER.format(root=ROOT, out=str(tmp_path), gpus=gpus, sleep=sleep, fail_rank=fail_rank))
+    path.write_text(RECORDER.format(root=ROOT, out=str(tmp_path), gpus=gpus, sleep=sleep,
+                                    fail_rank=fail_rank))
     return str(path)
 
 
@@ -194,15 +206,16 @@ def ranks(tmp_path, n=2):
 def torchrun(tmp_path, *args):
     """Two Gloo ranks of train.py under RECORDER -> (their records, stdout)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = run("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", recorder(tmp_path), *args,
-            env=env)
+    r = run("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", recorder(tmp_path),
+            *args, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return ranks(tmp_path), r.stdout
 
 
 @pytest.mark.slow
 def test_torchrun_two_ranks_with_accumulation_match_one_rank(corpus, tmp_path):
-    """2 ranks x 2 accumulation steps x 2 rows = 1 rank x 4 accumulation steps x 2 rows (no_sync once a micro-step)."""
+    """2 ranks x 2 accumulation steps x 2 rows = 1 rank x 4 accumulation steps x 2 rows (no_sync
+    once a micro-step)."""
     args = TINY + [f"--data_dir={corpus}", "--max_iters=4", "--eval_interval=4", "--batch_size=2",
                    "--global_batch_size=8", "--save_checkpoint=false"]
     ranks, stdout = torchrun(tmp_path, *args, f"--out_dir={tmp_path}")
@@ -222,16 +235,17 @@ def test_torchrun_ranks_draw_their_own_tokens_and_resume_them_bit_exact(corpus, 
     """2 ranks with both curricula, random-LTD and dropout: each rank its own dropout stream and
     kept tokens; 4 steps straight = 2 steps + --resume to 4: every rank's kept tokens and the losses
     continue exactly (each rank gets its own dropout and random-LTD states back, not rank 0's)."""
-    args = TINY + [f"--data_dir={corpus}", "--eval_interval=2", "--global_batch_size=8", "--dropout=0.1",
-                   "--lr_decay_iters=4", *CL, *LTD]
-    straight, stdout = torchrun(tmp_path / "s", *args, "--max_iters=4", f"--out_dir={tmp_path / 's'}")
+    args = TINY + [f"--data_dir={corpus}", "--eval_interval=2", "--global_batch_size=8",
+                   "--dropout=0.1", "--lr_decay_iters=4", *CL, *LTD]
+    s, r = tmp_path / "s", tmp_path / "r"  # each run's records and checkpoint
+    straight, stdout = torchrun(s, *args, "--max_iters=4", f"--out_dir={s}")
     assert "curriculum vocab_rarity" in stdout and "seqlen 8" in stdout
     assert straight[0]["seeds"][0] != straight[1]["seeds"][0]  # dropout masks differ across ranks
     assert straight[0]["kept"][0] != straight[1]["kept"][0]
-    first, _ = torchrun(tmp_path / "r", *args, "--max_iters=2", f"--out_dir={tmp_path / 'r'}")
-    second, _ = torchrun(tmp_path / "r", *args, "--max_iters=4", "--resume", f"--out_dir={tmp_path / 'r'}")
+    first, _ = torchrun(r, *args, "--max_iters=2", f"--out_dir={r}")
+    second, _ = torchrun(r, *args, "--max_iters=4", "--resume", f"--out_dir={r}")
     for rank in range(2):
-        assert first[rank]["kept"] + second[rank]["kept"] == straight[rank]["kept"], f"rank {rank} kept tokens"
+        assert first[rank]["kept"] + second[rank]["kept"] == straight[rank]["kept"], f"rank {rank}"
     assert first[0]["losses"] + second[0]["losses"] == straight[0]["losses"]
 
 
@@ -240,28 +254,32 @@ def test_torchrun_ranks_draw_their_own_tokens_and_resume_them_bit_exact(corpus, 
 
 
 def test_token_clock_lr_and_max_tokens_stop(corpus, tmp_path):
-    """B=4, T=16, L=4 with layers 1,2 dropping; kept length r_t = 4, 4, 8, 12, 16 (min 4, step 4, 4 steps).
+    """B=4, T=16, L=4 with layers 1,2 dropping; kept length r_t = 4, 4, 8, 12, 16 (min 4, step 4,
+    4 steps).
 
-    effective tokens per step = 4 * (16*2 + r*2) / 4 = 40, 40, 48, 56 -> cumulative 40, 80, 128, 184:
-    --max_tokens=150 stops after 4 steps with 184 effective tokens. The LR starts at one step's
+    effective tokens per step = 4 * (16*2 + r*2) / 4 = 40, 40, 48, 56 -> cumulative 40, 80, 128,
+    184: --max_tokens=150 stops after 4 steps with 184 effective tokens. The LR starts at one step's
     worth, lr / (warmup_iters + 1), and decays over 1 and 3 dense steps of 4 * 16 tokens.
     """
     out = train.train(cfg_for(corpus, tmp_path, *LTD[:3], "--ltd_require_steps=4", "--max_iters=0",
                               "--max_tokens=150", "--warmup_iters=1", "--lr_decay_iters=3",
                               "--eval_interval=100"))
-    assert out["iter_num"] == 4 and out["effective_tokens"] == 184 and out["raw_tokens"] == 4 * 4 * 16
+    assert (out["iter_num"], out["effective_tokens"], out["raw_tokens"]) == (4, 184, 4 * 4 * 16)
     assert out["lrs"] == pytest.approx([lr_at(t, 64, 192) for t in (0, 40, 80, 128)], rel=1e-12)
 
 
 def test_lr_under_max_tokens_without_lr_decay_iters(corpus, tmp_path):
-    """--max_tokens=320 (5 dense steps of 64): warmup 2 steps = 128 tokens, cosine to min_lr at 320 tokens."""
-    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=0", "--max_tokens=320", "--save_checkpoint=false"))
+    """--max_tokens=320 (5 dense steps of 64): warmup 2 steps = 128 tokens, cosine to min_lr at 320
+    tokens."""
+    out = train.train(cfg_for(corpus, tmp_path, "--max_iters=0", "--max_tokens=320",
+                              "--save_checkpoint=false"))
     want = [lr_at(t, 128, 320) for t in (0, 64, 128, 192, 256)]
     assert out["iter_num"] == 5 and out["lrs"] == pytest.approx(want, rel=1e-12)
 
 
 def test_a_warmup_longer_than_the_budget_is_said(corpus, tmp_path, capsys):
-    """3 steps of 64 tokens, warmup 9 steps: the LR never decays, and a note says so (it did not)."""
+    """3 steps of 64 tokens, warmup 9 steps: the LR never decays, and a note says so (it did
+    not)."""
     note = ("note: the LR schedule (warmup to {}, decay to 192 effective tokens) does not end "
             "before this run's budget (192): its last steps stay above min_lr")
     # a warmup equal to the budget: no decay either (no note before); TINY's 2 steps: no note
@@ -275,13 +293,14 @@ def test_a_warmup_longer_than_the_budget_is_said(corpus, tmp_path, capsys):
 
 def test_clock_lr_log_lines_and_admitted_samples_follow_the_curricula(corpus, tmp_path, capsys,
                                                                       record_forward, monkeypatch):
-    """seqlen 8 -> 16 (step 4 over 6 steps) and kept length 4 -> 16 (step 4 over 6 steps); L=4, layers 1, 2 drop.
+    """seqlen 8 -> 16 (step 4 over 6 steps) and kept length 4 -> 16 (step 4 over 6 steps); L=4,
+    layers 1, 2 drop.
 
     step t: s = d(t + 1) (DeepSpeed's offset) = 8, 8, 12, 12, 12, 16, 16, 16;
     r = min(4 + 2t rounded down to 4, s) = 4, 4, 8, 8, 12, 12, 16, 16 (random-LTD counts from t = 0)
 
-    Effective tokens per step 2 * (s + r) (B=4, two of four layers dropping): 24, 24, 40, 40, 48, 56,
-    64, 64 -> 360 in all, so a run bounded by --max_iters ends its cosine where its budget ends
+    Effective tokens per step 2 * (s + r) (B=4, two of four layers dropping): 24, 24, 40, 40, 48,
+    56, 64, 64 -> 360 in all, so a run bounded by --max_iters ends its cosine where its budget ends
     (warmup 128 -> 360 effective tokens), not 8 dense steps later. The log line adds the curricula's
     values (equal to the start-up summary's) and the saving; the end-of-run line splits the saving
     into seqlen and random-LTD.
@@ -293,20 +312,24 @@ def test_clock_lr_log_lines_and_admitted_samples_follow_the_curricula(corpus, tm
     out = train.train(cfg_for(corpus, tmp_path, "--max_iters=8", "--log_interval=2",
                               "--save_checkpoint=false", f"--index_dir={idx}", *CL, *LTD))
     s, r = [8, 8, 12, 12, 12, 16, 16, 16], [4, 4, 8, 8, 12, 12, 16, 16]
-    assert record_forward == [(4, si, ri if ri < si else None) for si, ri in zip(s, r)]  # r >= s: the dense model
+    # r >= s: the dense model
+    assert record_forward == [(4, si, ri if ri < si else None) for si, ri in zip(s, r)]
     assert out["raw_tokens"] == 4 * sum(s) == 400 and out["effective_tokens"] == 360
     before = np.cumsum([0, 24, 24, 40, 40, 48, 56, 64])  # effective tokens before each step
     assert out["lrs"] == pytest.approx([lr_at(t, 128, 360) for t in before], rel=1e-12)
     log = capsys.readouterr().out
-    at = dict(x.split(": ") for x in log.split("vocab_rarity (percentile): ")[1].split("\n")[0].split(", "))
+    summary = log.split("vocab_rarity (percentile): ")[1].split("\n")[0]
+    at = dict(x.split(": ") for x in summary.split(", "))
     for n in (2, 4, 6, 8):
         if f"iter {n}" in at:
-            assert f"vocab_rarity {at[f'iter {n}']} (" in log.split(f"iter {n}: loss")[1].split("\n")[0]
+            line = log.split(f"iter {n}: loss")[1].split("\n")[0]
+            assert f"vocab_rarity {at[f'iter {n}']} (" in line
     line = log.split("iter 8: loss")[1].split("\n")[0]
-    assert line.endswith(f", seqlen 16, keep 16, {100 * (1 - 360 / 512):.1f}% fewer effective tokens")
+    assert line.endswith(", seqlen 16, keep 16, 29.7% fewer effective tokens")  # 1 - 360 / 512
     train.print_end(out)
-    assert (f"tokens: 400 raw ({100 * (1 - 400 / 512):.1f}% fewer than dense: seqlen curriculum), 360 "
-            f"effective ({100 * (1 - 360 / 400):.1f}% fewer than raw: random-LTD)") in capsys.readouterr().out
+    # 1 - 400 / 512 = 21.9% and 1 - 360 / 400 = 10.0%
+    assert ("tokens: 400 raw (21.9% fewer than dense: seqlen curriculum), 360 effective (10.0% "
+            "fewer than raw: random-LTD)") in capsys.readouterr().out
     assert f"note: curriculum index in {idx} (--index_dir" in log
     built = os.path.join(support_index.slot(str(idx), 16, "vocab_rarity"), "vocab_rarity")
     assert sorted(os.listdir(built)) == [
@@ -322,10 +345,12 @@ def test_clock_lr_log_lines_and_admitted_samples_follow_the_curricula(corpus, tm
 
 
 def test_seqlen_reshape_clock(corpus, tmp_path, record_forward):
-    """reshape keeps every token: rows = 4 * 16 // s, raw tokens = rows * s (16 // 12 = 1 row of 12 at s = 12)."""
+    """reshape keeps every token: rows = 4 * 16 // s, raw tokens = rows * s (16 // 12 = 1 row of 12
+    at s = 12)."""
     args = [a.replace("truncate", "reshape") for a in CL[5:]]
     out = train.train(cfg_for(corpus, tmp_path, "--max_iters=8", "--save_checkpoint=false", *args))
-    assert [(rows, s) for rows, s, _ in record_forward] == [(8, 8)] * 2 + [(4, 12)] * 3 + [(4, 16)] * 3
+    shapes = [(rows, s) for rows, s, _ in record_forward]
+    assert shapes == [(8, 8)] * 2 + [(4, 12)] * 3 + [(4, 16)] * 3
     assert out["raw_tokens"] == 2 * 64 + 3 * 48 + 3 * 64
 
 
@@ -341,7 +366,8 @@ def test_ltd_layers_reach_model_and_clock(corpus, tmp_path, how, r):
     ds["train_batch_size"] = ds["train_micro_batch_size_per_gpu"] = 4
     (tmp_path / "ds.json").write_text(json.dumps(ds))
     flags = [*LTD, "--ltd_layers=2"] if how == "flag" else [f"--config={tmp_path / 'ds.json'}"]
-    out = train.train(cfg_for(corpus, tmp_path / "o", "--max_iters=2", "--save_checkpoint=false", *flags))
+    out = train.train(cfg_for(corpus, tmp_path / "o", "--max_iters=2", "--save_checkpoint=false",
+                              *flags))
     assert out["model"].ltd_layers == {2}
     # layers 0, 1, 3 dense; 2 keeps r
     assert out["effective_tokens"] == 2 * 4 * (16 * 3 + r * 1) / 4
@@ -349,9 +375,10 @@ def test_ltd_layers_reach_model_and_clock(corpus, tmp_path, how, r):
 
 @pytest.mark.slow
 def test_deepspeed_config_accepted_unchanged(corpus, tmp_path):
-    r = run("train.py", "--config=examples/ds_config_cl_ltd.json", f"--data_dir={corpus}", f"--out_dir={tmp_path}",
-            "--block_size=128", "--n_layer=4", "--n_head=2", "--n_embd=32", "--max_iters=3", "--log_interval=1",
-            "--eval_samples=2", "--sample_tokens=0", "--device=cpu")
+    r = run("train.py", "--config=examples/ds_config_cl_ltd.json", f"--data_dir={corpus}",
+            f"--out_dir={tmp_path}", "--block_size=128", "--n_layer=4", "--n_head=2", "--n_embd=32",
+            "--max_iters=3", "--log_interval=1", "--eval_samples=2", "--sample_tokens=0",
+            "--device=cpu")
     assert r.returncode == 0, r.stderr
     assert "paths in --config are ignored" in r.stdout
     # DeepSpeed's step offset: its first batch uses d(1) = floor(1 + 99 * (1 / 600) ** 0.5) = 5
@@ -405,9 +432,9 @@ def test_resume_with_no_flags_and_extend_a_curriculum_ltd_run(corpus, tmp_path, 
     only the stop: the curricula, the kept length and the LR keep the first run's schedules (set by
     its budget of 6 steps), the LR stays at min_lr past their end. (Refused on 7367470: the new
     budget changed the derived schedule lengths, 'require_steps 3 -> 6'.)"""
-    first = argv_for(corpus, tmp_path, "--max_iters=6", "--eval_interval=100", "--cl_metric=vocab_rarity",
-                     "--cl_min=20", "--seqlen=truncate", "--seqlen_min=8", "--seqlen_step=4", "--random_ltd",
-                     "--ltd_min=4", "--ltd_seq_per_step=4")
+    # the curricula's and the kept length's lengths left to the budget
+    first = argv_for(corpus, tmp_path, "--max_iters=6", "--eval_interval=100", *CL[:2], *CL[5:8],
+                     *LTD[:3])
     a = train.train(train.parse_args(first), train.given(first))
     capsys.readouterr()
     again = ["--resume", f"--out_dir={tmp_path}", "--max_iters=10"]
@@ -415,20 +442,22 @@ def test_resume_with_no_flags_and_extend_a_curriculum_ltd_run(corpus, tmp_path, 
     out = capsys.readouterr().out
     assert f"note: resumed from {tmp_path / 'ckpt.pt'} at iter 6, " in out
     assert "resuming with max_iters 6 -> 10: only the stop moves" in out
-    assert b["cfg"].learning_rate == 3e-3 and b["cfg"].cl_metric == "vocab_rarity"  # the checkpoint's
+    # the checkpoint's
+    assert b["cfg"].learning_rate == 3e-3 and b["cfg"].cl_metric == "vocab_rarity"
     assert b["lrs"] == [3e-4] * 4  # the decay ended with the first budget: min_lr from there on
     # s = 12, 16, 16, ... and r = 4, 8, 12, 16, ...: effective 32 + 48 + 56 + 7 * 64 = 584 of 640
     assert b["effective_tokens"] == 584
-    assert out.split("iter 10: loss")[1].split("\n")[0].endswith(", keep 16, 8.8% fewer effective tokens")
+    line = out.split("iter 10: loss")[1].split("\n")[0]
+    assert line.endswith(", keep 16, 8.8% fewer effective tokens")
     assert b["iter_num"] == 10 and b["start_iter"] == 6 and len(b["losses"]) == 4
     assert a["losses"] != b["losses"][:len(a["losses"])]  # it went on, not again
 
 
 def test_a_nanogpt_corpus_is_hashed_once_and_a_resume_refuses_changed_tokens_or_settings(
         corpus, tmp_path, capsys, monkeypatch):
-    """A nanoGPT directory without meta.json (OpenWebText: 18 GB) is read whole for its fingerprint at start-up,
-    not again at every checkpoint; a resume on changed tokens is still refused, before an index
-    is built for them; one with changed settings names them."""
+    """A nanoGPT directory without meta.json (OpenWebText: 18 GB) is read whole for its
+    fingerprint at start-up, not again at every checkpoint; a resume on changed tokens is still
+    refused, before an index is built for them; one with changed settings names them."""
     nano = nanogpt_copy(corpus, tmp_path / "nano", age_s=0)
     scans, scan_bins = [], data.scan_bins
     monkeypatch.setattr(data, "scan_bins", lambda *a, **k: scans.append(a) or scan_bins(*a, **k))
@@ -450,17 +479,18 @@ def test_a_nanogpt_corpus_is_hashed_once_and_a_resume_refuses_changed_tokens_or_
 
 
 @pytest.mark.parametrize("extra, want", [  # the problem and the fix
-    (["--data_dir=TMP/missing"], "TMP/missing does not exist; prepare your text with python data.py"),
-    (["--global_batch_size=6"], "global_batch_size 6 is not divisible by batch_size * world_size = 4 * 1; "
-                                "change --global_batch_size or --batch_size"),
-    (["--block_size=100000"], "fewer than block_size+1 = 100001; use a smaller --block_size or more text"),
-    (["--random_ltd", "--ltd_min=99"], "min_value 99..max_value 16 must lie in 1..block_size 16; lower "
-                                       "min_value (--ltd_min) to at most 16"),  # not: set --block_size=16
-    ([*CL, "--dtype=float16"], "--dtype=float16 is for CUDA (on CPU it is emulated, many times slower); use "
-                               "float32 or bfloat16"),
-    (["--data_dir=TMP/wide", "--vocab_size=500"], "TMP/wide holds token id 999 (its token files), not below the "
-                                                  "vocabulary size 500; pass the tokenizer's own (at least "
-                                                  "--vocab_size=1000)"),
+    (["--data_dir=TMP/missing"],
+     "TMP/missing does not exist; prepare your text with python data.py"),
+    (["--global_batch_size=6"], "global_batch_size 6 is not divisible by batch_size * world_size = "
+                                "4 * 1; change --global_batch_size or --batch_size"),
+    (["--block_size=100000"],
+     "fewer than block_size+1 = 100001; use a smaller --block_size or more text"),
+    # --ltd_min above the block: tests/test_scheduler.py (the message) and test_demos.py (the flags)
+    ([*CL, "--dtype=float16"], "--dtype=float16 is for CUDA (on CPU it is emulated, many times "
+                               "slower); use float32 or bfloat16"),
+    (["--data_dir=TMP/wide", "--vocab_size=500"], "TMP/wide holds token id 999 (its token files), "
+                                                  "not below the vocabulary size 500; pass the "
+                                                  "tokenizer's own (at least --vocab_size=1000)"),
 ])
 def test_bad_input_is_one_line_and_leaves_nothing_behind(corpus, tmp_path, capsys, extra, want):
     """Each bad input is one line naming the fix; neither the out_dir it named (it held .lock) nor
@@ -470,22 +500,25 @@ def test_bad_input_is_one_line_and_leaves_nothing_behind(corpus, tmp_path, capsy
     for name in ("train.bin", "val.bin"):
         np.arange(1000, dtype=np.uint16).tofile(tmp_path / "wide" / name)  # ids 0..999
     extra = [x.replace("TMP", str(tmp_path)) for x in extra]
-    line = main_error(capsys, *argv_for(corpus, tmp_path / "out", f"--index_dir={tmp_path / 'idx'}", *extra))
+    argv = argv_for(corpus, tmp_path / "out", f"--index_dir={tmp_path / 'idx'}", *extra)
+    line = main_error(capsys, *argv)
     assert want.replace("TMP", str(tmp_path)) in line
     assert not os.path.exists(tmp_path / "out") and not os.path.exists(tmp_path / "idx")
 
 
 def test_disk_full_while_checkpointing(corpus, tmp_path, capsys, monkeypatch):
     argv = argv_for(corpus, tmp_path, "--max_iters=4", "--eval_interval=2")
-    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    monkeypatch.setattr(os, "fsync",
+                        lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
     assert "No space left on device" in main_error(capsys, *argv)
     assert os.listdir(tmp_path) == []  # no half-written checkpoint, no lock
 
 
 def test_the_summary_says_the_domain_mix_and_the_end_only_what_ran(domain_corpus, tmp_path, capsys):
-    out = main_out(capsys, *argv_for(domain_corpus, tmp_path, "--max_iters=2", "--domain_weights=prose=3,code=1",
-                                     *LTD))
-    assert "domains: rows of every batch of 4: prose 3, code 1 (--domain_weights=prose=3,code=1)" in out
+    out = main_out(capsys, *argv_for(domain_corpus, tmp_path, "--max_iters=2",
+                                     "--domain_weights=prose=3,code=1", *LTD))
+    assert ("domains: rows of every batch of 4: prose 3, code 1 "
+            "(--domain_weights=prose=3,code=1)") in out
     # r = 4, 4 (4 + 12 * t / 6 rounded down to 4) of s = 16: 4 * (16 * 2 + 4 * 2) / 4 = 40 effective
     # tokens a step; no seqlen curriculum ran, so no word of one
     assert "tokens: 128 raw, 80 effective (37.5% fewer than raw: random-LTD)\n" in out
@@ -501,7 +534,8 @@ def test_the_end_of_a_run_does_not_read_train_bin_again(corpus, tmp_path, monkey
     def spied_end(out):  # what main does after training, every file it opens seen
         with monkeypatch.context() as m:
             m.setattr(np, "memmap", lambda f, *a, **k: opened.append(f) or real_memmap(f, *a, **k))
-            m.setattr(builtins, "open", lambda f, *a, **k: opened.append(f) or real_open(f, *a, **k))
+            m.setattr(builtins, "open",
+                      lambda f, *a, **k: opened.append(f) or real_open(f, *a, **k))
             real_end(out)
 
     monkeypatch.setattr(train, "print_end", spied_end)
@@ -530,21 +564,24 @@ def test_a_nanogpt_char_dataset_trains_and_samples_with_its_itos(tmp_path, capsy
     sample = out.split(SAMPLE)[1]
     assert sample.startswith(first_line + "\n[prompt ends]")
     assert len(sample.rstrip("\n")) >= len(first_line + "\n[prompt ends]") + 20 - 1
-    os.remove(tmp_path / "nano" / "meta.pkl")  # GPT-2 BPE ids: no decoder here, and one line says so
+    # GPT-2 BPE ids: no decoder here, and one line says so
+    os.remove(tmp_path / "nano" / "meta.pkl")
     out = main_out(capsys, *argv, "--vocab_size=64", f"--out_dir={tmp_path / 'b'}", "--max_iters=1")
     assert "no sample: the tokens of" in out
 
 
 @pytest.mark.slow
-def test_compile_with_curricula_and_ltd_compiles_a_bounded_number_of_graphs(corpus, tmp_path, monkeypatch, capsys):
-    """--compile while s and r change on their schedules: no graph break, 3 graphs (train LTD, eval, train dense),
-    the compilation count printed, and the same losses as eager (dynamo's eager backend: guards, graphs, no codegen)."""
+def test_compile_with_curricula_and_ltd_compiles_a_bounded_number_of_graphs(
+        corpus, tmp_path, monkeypatch, capsys):
+    """--compile while s and r change on their schedules: no graph break, 3 graphs (train LTD,
+    eval, train dense), the compilation count printed, and the same losses as eager (dynamo's
+    eager backend: guards, graphs, no codegen)."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
     counters.clear()
     monkeypatch.setattr(train, "compile_model",
-                        lambda m, shapes_change: model.compile_model(m, shapes_change, backend="eager"))
+                        lambda m, changing: model.compile_model(m, changing, backend="eager"))
     args = ["--max_iters=8", "--eval_interval=3", "--save_checkpoint=false", *CL, *LTD]
     compiled = train.train(cfg_for(corpus, tmp_path / "c", "--compile", *args))
     assert "torch.compile: 3 compilations" in capsys.readouterr().out
@@ -572,11 +609,12 @@ def test_a_megatron_deepspeed_gpu_config_runs_on_a_cpu_in_float32(corpus, tmp_pa
         entry["schedule_config"]["total_curriculum_step"] = 4
     path = tmp_path / "ds.json"
     path.write_text(json.dumps(ds))
-    out = main_out(capsys, f"--config={path}", f"--data_dir={corpus}", f"--out_dir={tmp_path / 'o'}",
-                   "--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=32", "--max_iters=4",
-                   "--eval_samples=8", "--sample_tokens=0", "--device=cpu", f"--index_dir={tmp_path / 'idx'}")
-    assert ("note: --config's fp16.enabled asks for float16, a GPU precision: on this CPU the run trains "
-            "in float32") in out
+    out = main_out(capsys, f"--config={path}", f"--data_dir={corpus}",
+                   f"--out_dir={tmp_path / 'o'}", "--n_layer=4", "--n_head=2", "--n_embd=32",
+                   "--block_size=32", "--max_iters=4", "--eval_samples=8", "--sample_tokens=0",
+                   "--device=cpu", f"--index_dir={tmp_path / 'idx'}")
+    assert ("note: --config's fp16.enabled asks for float16, a GPU precision: on this CPU the run "
+            "trains in float32") in out
     assert "on cpu (float32)" in out and "fp16.loss_scale_window; fp16.hysteresis" in out
     assert "random-LTD on layers [1, 2]" in out and "done: 4 steps" in out
 
@@ -602,5 +640,5 @@ def test_the_summary_says_the_passes_over_the_data_and_a_gpu_model_on_a_cpu(corp
     steps = -(-n // 512) + 1  # one step more than a pass at 512 windows a step
     out = main_out(capsys, *argv, f"--out_dir={tmp_path / 'd'}", "--max_iters=0",
                    f"--max_tokens={steps * 512 * 16}", "--batch_size=512")
-    assert (f"budget: {steps} steps, {steps * 512 / n:.2f} passes over the train split's {n:,} windows; "
-            "note: data repeats (add text, or shorten the run)\n") in out
+    assert (f"budget: {steps} steps, {steps * 512 / n:.2f} passes over the train split's {n:,} "
+            "windows; note: data repeats (add text, or shorten the run)\n") in out
