@@ -165,9 +165,10 @@ def test_sampler_demo_pool_grows_as_admitted_prefix_and_draws_from_it_then_cuts_
     row."""
     sampler.demo(demo_corpus, block_size=16)
     out = capsys.readouterr().out
-    assert "d(t+1): percentile 1..100, fixed_root (root_degree 2) over 600 steps" in out  # the
-    windows = data.SampleWindows(os.path.join(demo_corpus, "train.bin"), 16)  # the stand-in metric:
-    rows_ = [windows.get([i])[0, :16] for i in range(len(windows))]  # distinct tokens, by hand
+    assert "d(t+1): percentile 1..100, fixed_root (root_degree 2) over 600 steps" in out
+    # the stand-in metric: distinct tokens, by hand
+    windows = data.SampleWindows(os.path.join(demo_corpus, "train.bin"), 16)
+    rows_ = [windows.get([i])[0, :16] for i in range(len(windows))]
     metric = np.array([len(set(r.tolist())) for r in rows_])
     i2s = np.argsort(metric, kind="stable")
     i2m, rank = metric[i2s], np.argsort(i2s)  # rank[id]: 0 = the easiest

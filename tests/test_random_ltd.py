@@ -85,7 +85,6 @@ def test_one_step_draw_has_a_row_per_layer():
     ltd_idx = model.sample_ltd_indices(3, 16, 6, torch.Generator().manual_seed(4))
     assert ltd_idx.shape == (3, 3, 6)  # (n_ltd, B, r)
     assert not torch.equal(ltd_idx[0], ltd_idx[1])  # layers differ
-    # (the same seed, the same kept tokens: test_no_future_leakage_with_dropping relies on it)
     # dense: r = T, or no r
     assert model.sample_ltd_indices(3, 16, 16) is None
     assert model.sample_ltd_indices(3, 16, None) is None
