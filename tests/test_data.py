@@ -447,17 +447,23 @@ def test_a_nanogpt_directory_needs_its_vocabulary_and_its_ids_below_it(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["train.bin", "val.bin"]
 
 
-def test_a_nanogpt_meta_pkl_gives_the_vocabulary_and_the_decoder(tmp_path):
-    """nanoGPT's meta.pkl was not read ('no meta.json ... pass --vocab_size'). The directory as
-    nanoGPT's data/shakespeare_char/prepare.py writes it: uint16 char ids, meta.pkl."""
+def nanogpt_char_dataset(d):
+    """A directory as nanoGPT's data/shakespeare_char/prepare.py writes it: uint16 char ids,
+    meta.pkl (tests/test_train.py trains on one)."""
     text = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 200
     itos = dict(enumerate(sorted(set(text))))
     stoi, V = {c: i for i, c in itos.items()}, len(itos)
     ids = np.array([stoi[c] for c in text], dtype=np.uint16)
     cut = int(0.9 * len(ids))
-    ids[:cut].tofile(tmp_path / "train.bin")
-    ids[cut:].tofile(tmp_path / "val.bin")
-    (tmp_path / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": V, "itos": itos, "stoi": stoi}))
+    ids[:cut].tofile(d / "train.bin")
+    ids[cut:].tofile(d / "val.bin")
+    (d / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": V, "itos": itos, "stoi": stoi}))
+    return V, itos
+
+
+def test_a_nanogpt_meta_pkl_gives_the_vocabulary_and_the_decoder(tmp_path):
+    """nanoGPT's meta.pkl was not read ('no meta.json ... pass --vocab_size')."""
+    V, itos = nanogpt_char_dataset(tmp_path)
     meta = data.load_meta(str(tmp_path))
     assert meta["vocab_size"] == V and meta["itos"] == [itos[i] for i in range(V)]
     with pytest.raises(ValueError, match=f"--vocab_size=99 but .*meta.pkl says {V}; drop the flag"):
