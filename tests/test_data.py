@@ -440,7 +440,6 @@ def test_a_nanogpt_directory_needs_its_vocabulary_and_its_ids_below_it(tmp_path)
         data.load_meta(str(tmp_path))
     meta = data.load_meta(str(tmp_path), 1000)
     assert meta["vocab_size"] == 1000 and meta["max_token_id"] == 999
-    assert (meta["train_tokens"], meta["val_tokens"]) == (1000, 300)
     # read where it is: nothing to prepare
     r = run_cli(str(tmp_path), "--out_dir", str(tmp_path / "other"))
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "2 in a prepared corpus" in r.stderr
