@@ -29,14 +29,16 @@ def corpus(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def domain_corpus(tmp_path_factory):
-    """Two domains of template text (prose sentences, code lines), five files each, prepared with data.py."""
+    """Two domains of template text (prose sentences, code lines), five files each, prepared with
+    data.py."""
     d = tmp_path_factory.mktemp("domains")
     rng = np.random.default_rng(0)
+    animals, seats = ["cat", "owl", "fox"], ["mat", "log"]
     for name in ("prose", "code"):
         (d / name).mkdir()
         for k in range(5):
-            lines = [f"the {rng.choice(['cat', 'owl', 'fox'])} sat on the {rng.choice(['mat', 'log'])}."
-                     if name == "prose" else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}"
+            lines = [f"the {rng.choice(animals)} sat on the {rng.choice(seats)}." if name == "prose"
+                     else f"def f{rng.integers(10)}(x): return x + {rng.integers(100)}"
                      for _ in range(120)]
             (d / name / f"{k}.txt").write_text("\n".join(lines))
     data.prepare(out_dir=str(d / "prepared"), block_size=16, verbose=False,

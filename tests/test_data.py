@@ -1,6 +1,7 @@
-"""data.py: tokenizer, sample windows, the by-file split, domains, the Python-installation corpus, streaming,
-skipped inputs, all-or-nothing writes, nanoGPT format, vocabulary and size checks, fingerprints, bad input; and
-services/index.py, which hashes a nanoGPT directory once and then reads its record."""
+"""data.py: tokenizer, sample windows, the by-file split, domains, the Python-installation corpus,
+streaming, skipped inputs, all-or-nothing writes, nanoGPT format, vocabulary and size checks,
+fingerprints, bad input; and services/index.py, which hashes a nanoGPT directory once and then
+reads its record."""
 
 import collections
 import hashlib
@@ -25,7 +26,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "data.py"), *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, os.path.join(ROOT, "data.py"), *args],
+                          capture_output=True, text=True)
 
 
 def read_split(out, split):
@@ -34,7 +36,8 @@ def read_split(out, split):
 
 def docs_of(tokens):
     """A split's documents as strings (EOT separates them)."""
-    parts = np.split(tokens, np.flatnonzero(tokens == data.EOT))  # each part after the first starts with its EOT
+    # each part after the first starts with its EOT
+    parts = np.split(tokens, np.flatnonzero(tokens == data.EOT))
     return [data.decode(parts[0])] + [data.decode(p[1:]) for p in parts[1:]]
 
 
@@ -43,11 +46,10 @@ def both_splits(out):
 
 
 def write_files(root, files):
+    """files {relative path: text or bytes} written under the directory root (a pathlib.Path)."""
     for name, text in files.items():
-        path = os.path.join(root, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(text if isinstance(text, bytes) else text.encode())
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(text if isinstance(text, bytes) else text.encode())
 
 
 def snapshot(d):
@@ -55,8 +57,9 @@ def snapshot(d):
             for r, _, files in os.walk(d) for f in files}
 
 
-def prepare(src, out, **kwargs):
-    return data.prepare([str(src)], str(out), **{"block_size": 16, "verbose": False, **kwargs})
+def prepare(src, out, verbose=False, **kwargs):
+    """data.prepare of src (None: the Python installation) into out at block_size 16."""
+    return data.prepare(src and [str(src)], str(out), block_size=16, verbose=verbose, **kwargs)
 
 
 # -----------------------------------------------------------------------------
@@ -67,7 +70,8 @@ def test_round_trip_bytes_ids_bytes():
     text = "héllo, wörld\n\tdef f(): return 1 ✓"
     ids = data.encode(text)
     assert ids.dtype == np.uint16 and ids.max() < 256 and list(data.encode("hi")) == [104, 105]
-    assert data.decode(ids) == text and data.decode([104, data.EOT, 105]) == "h\ni"  # EOT prints as a newline
+    # EOT prints as a newline
+    assert data.decode(ids) == text and data.decode([104, data.EOT, 105]) == "h\ni"
 
 
 def test_windows_count_and_contents(tmp_path):
@@ -85,71 +89,80 @@ def test_windows_count_and_contents(tmp_path):
 
 
 def test_prepare_hand_built_corpus_split_by_file(tmp_path):
-    """3 files of 300 / 300 / 400 bytes, val_fraction 0.25: val is the first shuffled file (>= 250 bytes), whole."""
+    """3 files of 300 / 300 / 400 bytes, val_fraction 0.25: val is the first shuffled file (>= 250
+    bytes), whole."""
     src = tmp_path / "src"
-    write_files(src, {"a.txt": "a" * 300, "b.txt": "b" * 300, "c.txt": "c" * 400, ".hidden": "x" * 1000})
+    write_files(src, {"a.txt": "a" * 300, "b.txt": "b" * 300, "c.txt": "c" * 400, ".hidden": "x"})
     meta = prepare(src, tmp_path / "out", val_fraction=0.25)
     train, val = read_split(tmp_path / "out", "train"), read_split(tmp_path / "out", "val")
-    assert len(train) + len(val) == 1000 + 1  # two documents and one EOT in train, one document in val
+    # two documents and one EOT in train, one document in val
     assert len(docs_of(val)) == 1 and len(docs_of(train)) == 2 and (val == data.EOT).sum() == 0
-    assert sorted(docs_of(train) + docs_of(val)) == ["a" * 300, "b" * 300, "c" * 400]  # whole files, hidden one skipped
-    assert json.loads((tmp_path / "out" / "meta.json").read_text()) == meta and meta["vocab_size"] == 257
-    assert meta["train_tokens"] == len(train) and meta["val_tokens"] == len(val) and meta["max_token_id"] == data.EOT
-    with pytest.raises(ValueError, match=r"holds token id 256 \(meta.json max_token_id\), not below .* size 200"):
-        data.load_meta(str(tmp_path / "out"), 200)  # train.py asking for a smaller model than the corpus's ids
-    assert "domains" not in meta
-    # deterministic, and chunk boundaries change nothing: 7-byte reads (data.read) write the same bytes
+    # whole files, hidden one skipped
+    assert sorted(docs_of(train) + docs_of(val)) == ["a" * 300, "b" * 300, "c" * 400]
+    assert json.loads((tmp_path / "out" / "meta.json").read_text()) == meta
+    assert meta["vocab_size"] == 257 and meta["max_token_id"] == data.EOT and "domains" not in meta
+    # train.py asking for a smaller model than the corpus's ids
+    with pytest.raises(ValueError, match=r"id 256 \(meta.json max_token_id\), not below .* 200"):
+        data.load_meta(str(tmp_path / "out"), 200)
+    # deterministic, and chunk boundaries change nothing: 7-byte reads (data.read) write the
+    # same bytes
     prepare(src / "*.txt", tmp_path / "again", val_fraction=0.25, chunk_size=7)
     assert snapshot(tmp_path / "again") == snapshot(tmp_path / "out")
 
 
 def test_one_file_is_cut_like_nanogpt_input_txt(tmp_path):
-    """A domain of one document (e.g. nanoGPT's shakespeare input.txt): train = its first 90%, val = the rest, read
-    in chunks from where each part starts (data.read of bytes start..stop-1)."""
+    """A domain of one document (e.g. nanoGPT's shakespeare input.txt): train = its first 90%, val =
+    the rest, read in chunks from where each part starts (data.read of bytes start..stop-1)."""
     text = "".join(f"line {k}: to be or not to be\n" for k in range(40))  # 1,170 bytes
     (tmp_path / "input.txt").write_text(text)
     for chunk_size in (1 << 20, 7):
-        meta = prepare(tmp_path / "input.txt", tmp_path / f"out{chunk_size}", chunk_size=chunk_size)
-        train, val = read_split(tmp_path / f"out{chunk_size}", "train"), read_split(tmp_path / f"out{chunk_size}", "val")
-        assert len(val) == int(len(text) * 0.1) and data.decode(np.concatenate([train, val])) == text
+        meta = prepare(tmp_path / "input.txt", tmp_path / "out", chunk_size=chunk_size)
+        train, val = read_split(tmp_path / "out", "train"), read_split(tmp_path / "out", "val")
+        assert len(val) == len(text) // 10 and data.decode(np.concatenate([train, val])) == text
         assert meta["n_documents"] == 1 and meta["train_tokens"] == len(text) - len(val)
 
 
 def test_no_content_in_both_splits_and_duplicates_read_once(tmp_path):
-    """40 files (5 of them copies of others): every distinct text is in exactly one split, exactly once."""
+    """40 files (5 of them copies of others): every distinct text is in exactly one split, exactly
+    once."""
     files = {f"d{k}/f{k}.txt": f"<{k}>" + f"text of file {k}. " * (20 + k) for k in range(35)}
-    files.update({f"copy{k}.txt": files[f"d{k}/f{k}.txt"] for k in range(5)})  # same content, other names
+    # same content, other names
+    files.update({f"copy{k}.txt": files[f"d{k}/f{k}.txt"] for k in range(5)})
     write_files(tmp_path / "src", files)
     meta = prepare(tmp_path / "src", tmp_path / "out", val_fraction=0.2)
     train, val = both_splits(tmp_path / "out")
-    assert sorted(train + val) == sorted(set(files.values())) and not set(train) & set(val)  # 35 documents, once
+    # 35 documents, once
+    assert sorted(train + val) == sorted(set(files.values())) and not set(train) & set(val)
     assert meta["skipped"] == {"duplicate": 5} and meta["n_documents"] == 35
-    val_bytes = sum(map(len, val))
-    assert 0.2 * (val_bytes + sum(map(len, train))) <= val_bytes  # val: the shortest prefix reaching 20% of the bytes
+    # val: the shortest prefix reaching 20% of the bytes
+    assert 0.2 * sum(map(len, train + val)) <= sum(map(len, val))
 
 
 def test_two_documents_split_near_the_asked_fraction_at_a_line_end(tmp_path, capsys):
-    """A corpus that comes as valid.txt and test.txt prepared as two documents, the larger in val: 53% of
-    the bytes in val for --val_fraction=0.1, with no note. Now val's document is cut at a line end."""
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "valid.txt").write_text("".join(f"line {k} of the valid file\n" for k in range(400)))
-    (tmp_path / "src" / "test.txt").write_text("".join(f"line {k} of the test file, a bit longer\n" for k in range(400)))
+    """A corpus that comes as valid.txt and test.txt prepared as two documents, the larger in val:
+    53% of the bytes in val for --val_fraction=0.1, with no note. Now val's document is cut at a
+    line end."""
+    valid = "".join(f"line {k} of the valid file\n" for k in range(400))
+    test = "".join(f"line {k} of the test file, a bit longer\n" for k in range(400))
+    write_files(tmp_path / "src", {"valid.txt": valid, "test.txt": test})
     meta = prepare(tmp_path / "src", tmp_path / "out", verbose=True)
     out = capsys.readouterr().out
-    assert 0.1 <= meta["val_tokens"] / (meta["train_tokens"] + meta["val_tokens"]) < 0.102  # a line end past 10%
+    # a line end past 10%
+    assert 0.1 <= meta["val_tokens"] / (meta["train_tokens"] + meta["val_tokens"]) < 0.102
     val = data.decode(read_split(tmp_path / "out", "val"))
-    assert val.endswith("\n") and val.startswith("line 0 of the ")  # whole lines, from the start of a file
-    assert re.search(r"^note: few documents: whole files would put far more than --val_fraction=0.1 in val, "
-                     r"so .*(valid|test)\.txt is cut at a line end: its first [\d,]+ bytes in val, the other "
-                     r"[\d,]+ in train \(more files avoid it\)$", out, re.M)
+    # whole lines, from the start of a file
+    assert val.endswith("\n") and val.startswith("line 0 of the ")
+    assert re.search(r"^note: few documents: whole files would put far more than --val_fraction=0.1"
+                     r" in val, so .*(valid|test)\.txt is cut at a line end: its first [\d,]+ "
+                     r"bytes in val, the other [\d,]+ in train \(more files avoid it\)$", out, re.M)
 
 
 def test_prepare_streams_in_chunks(tmp_path, monkeypatch):
-    """What prepare holds at once (in 64K-token chunks: tracemalloc's peak plus the largest np.memmap
-    made, whose touched pages are resident memory tracemalloc misses) does not grow with its input:
-    for 3 and 6 MB (one large document, 20 or 40 small ones) it differs by under 5% of the extra 3 MB.
-    Peak RSS grew 1.74 MB per MB of input (issue 26): each token file was mapped whole and every page
-    touched (max, sha256), and each document was mapped whole too."""
+    """What prepare holds at once (in 64K-token chunks: tracemalloc's peak plus the largest
+    np.memmap made, whose touched pages are resident memory tracemalloc misses) does not grow with
+    its input: for 3 and 6 MB (one large document, 20 or 40 small ones) it differs by under 5% of
+    the extra 3 MB. Peak RSS grew 1.74 MB per MB of input (issue 26): each token file was mapped
+    whole and every page touched (max, sha256), and each document was mapped whole too."""
     rng = np.random.default_rng(0)
     words = np.array(["alpha", "beta", "gamma", "delta", "def", "return", "\n"])
     held, sizes, maps, real_memmap = [], [], [np.zeros(0)], np.memmap
@@ -165,9 +178,8 @@ def test_prepare_streams_in_chunks(tmp_path, monkeypatch):
         finally:
             tracemalloc.stop()
         sizes.append(sum(len(t) for t in files.values()))
-
-
-        assert meta["train_tokens"] + meta["val_tokens"] == sizes[-1] + 20 * k - 1  # EOTs between 20k+1 docs
+        # EOTs between 20k+1 docs
+        assert meta["train_tokens"] + meta["val_tokens"] == sizes[-1] + 20 * k - 1
         held.append(peak)
     assert sizes[0] > 3e6 and sizes[1] > 6e6
     growth = (held[1] - held[0]) / (sizes[1] - sizes[0])
@@ -181,47 +193,56 @@ def test_prepare_streams_in_chunks(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fake_python(tmp_path, monkeypatch):
-    """A tiny installation: a standard library (with its own site-packages to ignore) and one package directory."""
+    """A tiny installation: a standard library (with its own site-packages to ignore) and one
+    package directory."""
     lib, site = tmp_path / "lib", tmp_path / "site"
     topics = {"if": "The if statement is used for conditional execution. " * 8,
               "for": "The for statement is used to iterate over the elements of a sequence. " * 8}
-    write_files(lib, {"os.py": "import sys\n" * 40, "json/decoder.py": "def decode(s):\n    pass\n" * 20,
+    write_files(lib, {"os.py": "import sys\n" * 40, "README.txt": "not .py\n" * 10,
+                      "json/decoder.py": "def decode(s):\n    pass\n" * 20,
                       "test/test_os.py": "def test_os():\n    assert True\n" * 15,
                       "pydoc_data/topics.py": "# Autogenerated\ntopics = " + repr(topics) + "\n",
                       "site-packages/old.py": "not part of the installation\n" * 10,
-                      "__pycache__/os.cpython-311.pyc": b"\x00\x01binary", "README.txt": "not .py\n" * 10})
-    write_files(site, {"pkg/mod.py": "x = 1\n" * 50, "pkg/tests/test_mod.py": "def test_x():\n    pass\n" * 25,
-                       "pkg/copy_of_os.py": "import sys\n" * 40, "pkg/blob.py": b"\x7fELF\x00\x00" * 30})
+                      "__pycache__/os.cpython-311.pyc": b"\x00\x01binary"})
+    write_files(site, {"pkg/mod.py": "x = 1\n" * 50, "pkg/copy_of_os.py": "import sys\n" * 40,
+                       "pkg/tests/test_mod.py": "def test_x():\n    pass\n" * 25,
+                       "pkg/blob.py": b"\x7fELF\x00\x00" * 30})
     paths = {"stdlib": str(lib), "platstdlib": str(lib), "purelib": str(site), "platlib": str(site)}
     monkeypatch.setattr(data.sysconfig, "get_paths", lambda: paths)
     return topics
 
 
 def test_standard_library_domains(fake_python, tmp_path):
-    """code: os.py, json/decoder.py; tests: test/test_os.py; prose: two topics. val_fraction 0.3 puts one document of
-    each domain with two in val; the lone test file is cut, its last 30% in val. An EOT counts to the document before
-    it; the last document of a split has none."""
-    meta = data.prepare(out_dir=str(tmp_path / "out"), val_fraction=0.3, block_size=16, verbose=False)
+    """code: os.py, json/decoder.py; tests: test/test_os.py; prose: two topics. val_fraction 0.3
+    puts one document of each domain with two in val; the lone test file is cut, its last 30% in
+    val. An EOT counts to the document before it; the last document of a split has none."""
+    meta = prepare(None, tmp_path / "out", val_fraction=0.3)
     assert meta["domains"] == ["code", "tests", "prose"] and meta["source"] == "stdlib"
-    assert meta["python"] == sys.version.split()[0]  # another Python, another standard library
+    # another Python, another standard library
+    assert meta["python"] == sys.version.split()[0]
     n_code, n_tests = 11 * 40 + 24 * 20, 31 * 15
     n_if, n_for = (len(t) for t in fake_python.values())
     train, val = meta["domain_tokens"]["train"], meta["domain_tokens"]["val"]
     assert [t + v for t, v in zip(train, val)] == [n_code + 2, n_tests + 2, n_if + n_for]
-    assert val[1] == int(n_tests * 0.3) + 1 and train[2] in (n_if, n_for) and val[0] - 1 in (11 * 40, 24 * 20)
+    assert val[1] == int(n_tests * 0.3) + 1 and train[2] in (n_if, n_for)
+    assert val[0] - 1 in (11 * 40, 24 * 20)
     texts = sum(both_splits(tmp_path / "out"), [])
-    assert set(fake_python.values()) <= set(texts)  # topics as text, one document each, not the Python literal
-    assert not any("not part of" in t or "topics = " in t for t in texts) and len(texts) == 6  # test_os.py in two
-    # Docker's python images delete every test/ directory: the tests domain is empty (prepare raised an IndexError)
+    # topics as text, one document each, not the Python literal
+    assert set(fake_python.values()) <= set(texts)
+    # test_os.py in two
+    assert not any("not part of" in t or "topics = " in t for t in texts) and len(texts) == 6
+    # Docker's python images delete every test/ directory: the tests domain is empty (prepare raised
+    # an IndexError)
     shutil.rmtree(tmp_path / "lib" / "test")
-    meta = data.prepare(out_dir=str(tmp_path / "out"), block_size=16, verbose=False)
-    assert meta["domain_tokens"]["train"][1] == meta["domain_tokens"]["val"][1] == 0 < meta["domain_tokens"]["train"][2]
+    tokens = prepare(None, tmp_path / "out")["domain_tokens"]
+    assert tokens["train"][1] == tokens["val"][1] == 0 < tokens["train"][2]
 
 
 def test_installed_corpus_dedup_and_split(fake_python, tmp_path):
-    meta = data.prepare(out_dir=str(tmp_path / "out"), installed=True, val_fraction=0.3, block_size=16, verbose=False)
+    meta = prepare(None, tmp_path / "out", installed=True, val_fraction=0.3)
     assert meta["source"] == "installed" and meta["domains"] == ["code", "tests", "prose"]
-    assert meta["skipped"] == {"duplicate": 1, "binary": 1}  # pkg/copy_of_os.py has os.py's content; pkg/blob.py
+    # pkg/copy_of_os.py has os.py's content; pkg/blob.py
+    assert meta["skipped"] == {"duplicate": 1, "binary": 1}
     train, val = both_splits(tmp_path / "out")
     assert "x = 1\n" * 50 in train + val and "def test_x():\n    pass\n" * 25 in train + val
     # whole files would put over 60% of code in val (asked: 30%): one is cut at a line end, in two
@@ -230,25 +251,28 @@ def test_installed_corpus_dedup_and_split(fake_python, tmp_path):
 
 
 def test_user_domains_are_contiguous_and_label_windows(tmp_path):
-    """Domain a holds only 'a' bytes, b only 'b': a window's domain is the one of its middle token's letter."""
-    files = {f"a/{k}.txt": "a" * (50 + 13 * k) for k in range(12)}
-    files.update({f"b/{k}.md": "b" * (70 + 7 * k) for k in range(12)})
-    files["other.txt"] = "o" * 60
-    write_files(tmp_path, files)
-    r = run_cli(str(tmp_path / "other.txt"), "--domain", f"a={tmp_path}/a/*.txt", "--domain", f"b={tmp_path}/b",
-                "--out_dir", str(tmp_path / "out"), "--block_size", "8")
+    """Domain a holds only 'a' bytes, b only 'b': a window's domain is the one of its middle token's
+    letter."""
+    write_files(tmp_path, {f"a/{k}.txt": "a" * (50 + 13 * k) for k in range(12)})
+    write_files(tmp_path, {f"b/{k}.md": "b" * (70 + 7 * k) for k in range(12)})
+    write_files(tmp_path, {"other.txt": "o" * 60})
+    r = run_cli(str(tmp_path / "other.txt"), f"--domain=a={tmp_path}/a/*.txt",
+                f"--domain=b={tmp_path}/b", f"--out_dir={tmp_path / 'out'}", "--block_size=8")
     assert r.returncode == 0, r.stderr
     meta = data.load_meta(str(tmp_path / "out"))
     assert meta["domains"] == ["a", "b", "other"]
     for split in ("train", "val"):
         w = data.SampleWindows(str(tmp_path / "out" / f"{split}.bin"), 8)
         middle, dom = w.get(np.arange(len(w)))[:, 4], window_domains(w)
-        assert len(dom) == len(w) and (np.diff(dom.astype(int)) >= 0).all()  # ordered by domain
+        # ordered by domain
+        assert len(dom) == len(w) and (np.diff(dom.astype(int)) >= 0).all()
         known = middle != data.EOT
-        assert (dom[known] == [{ord("a"): 0, ord("b"): 1, ord("o"): 2}[t] for t in middle[known]]).all()
-        off = meta["domain_offsets"][split]
-        assert off[-1] == meta[f"{split}_tokens"] and np.diff(off).tolist() == meta["domain_tokens"][split]
-    assert meta["domain_tokens"]["val"][:2] != [0, 0]  # each domain with several files gets val documents
+        # domains a, b, other: the index of the letter in "abo"
+        assert (dom[known] == ["abo".index(chr(t)) for t in middle[known]]).all()
+        assert meta["domain_offsets"][split][-1] == meta[f"{split}_tokens"]
+        assert np.diff(meta["domain_offsets"][split]).tolist() == meta["domain_tokens"][split]
+    # each domain with several files gets val documents
+    assert meta["domain_tokens"]["val"][:2] != [0, 0]
 
 
 # -----------------------------------------------------------------------------
@@ -265,16 +289,18 @@ def test_second_run_does_not_read_its_own_output_or_other_corpora(tmp_path):
     first = run_cli(str(tmp_path), f"--out_dir={out}", "--block_size=8")
     second = run_cli(str(tmp_path), f"--out_dir={out}", "--block_size=8")
     assert first.returncode == 0 and second.returncode == 0, second.stderr
-    assert "skipped 5 files: 3 in a prepared corpus, 1 not UTF-8, 1 binary" in first.stdout  # ties in walk order
-    assert "skipped 8 files: 3 in the output directory, 3 in a prepared corpus, 1 not UTF-8, 1 binary" in second.stdout
+    # ties in walk order
+    assert "skipped 5 files: 3 in a prepared corpus, 1 not UTF-8, 1 binary" in first.stdout
+    assert ("skipped 8 files: 3 in the output directory, 3 in a prepared corpus, 1 not UTF-8, "
+            "1 binary") in second.stdout
     meta = data.load_meta(out)
     assert meta["n_documents"] == 2 and meta["train_tokens"] + meta["val_tokens"] == 640 + 510
 
 
 def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch):
-    """A disk full mid-write leaves the old corpus as it was and nothing beside it. And built in a hidden
-    directory and renamed into place, out_dir still gets the umask's mode (mkdtemp's 0700 made every corpus
-    private to its owner)."""
+    """A disk full mid-write leaves the old corpus as it was and nothing beside it. And built in a
+    hidden directory and renamed into place, out_dir still gets the umask's mode (mkdtemp's 0700
+    made every corpus private to its owner)."""
     write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 30 for k in range(6)})
     out = tmp_path / "out"
     umask = os.umask(0o027)
@@ -283,8 +309,7 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
     finally:
         os.umask(umask)
     assert oct(os.stat(out).st_mode & 0o777) == oct(0o750)
-    (out / "index").mkdir()
-    (out / "index" / "info.json").write_text("{}")
+    write_files(out, {"index/info.json": "{}"})
     before = snapshot(out)
     write_files(tmp_path / "src", {"new.txt": "a new document " * 50})
     real_write = data.write_tokens
@@ -298,10 +323,12 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
     monkeypatch.setattr(data, "write_tokens", disk_full)
     with pytest.raises(OSError, match="No space"):
         prepare(tmp_path / "src", out)
-    assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]  # no leftover build directory
+    # no leftover build directory
+    assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out", "src"]
     monkeypatch.setattr(data, "write_tokens", real_write)
-    assert prepare(tmp_path / "src", out)["n_documents"] == 7 and sorted(os.listdir(tmp_path)) == ["out", "src"]
-    assert sorted(os.listdir(out)) == ["meta.json", "train.bin", "val.bin"]  # the old index/ went with the old data
+    assert prepare(tmp_path / "src", out)["n_documents"] == 7
+    # the old index/ went with the old data
+    assert sorted(os.listdir(out)) == ["meta.json", "train.bin", "val.bin"]
 
 
 KILLED = """
@@ -310,7 +337,7 @@ real_rename = os.rename
 def write_tokens(f, *a):  # mid-write: a partial token file
     f.write(b"partial")
     os.kill(os.getpid(), signal.SIGKILL)
-def rename(src, dst):  # between the renames: out_dir moved aside, the new corpus not yet in its place
+def rename(src, dst):  # between the renames: out_dir moved aside, the new one not yet in place
     if dst == {out!r}:
         os.kill(os.getpid(), signal.SIGKILL)
     real_rename(src, dst)
@@ -321,9 +348,10 @@ data.prepare([{src!r}], {out!r}, block_size=16, verbose=False)
 
 @pytest.mark.parametrize("when", ["mid_write", "between_renames"])
 def test_kill_9_leaves_the_old_corpus_and_the_next_run_cleans_up(tmp_path, when):
-    """kill -9 mid-write leaves out_dir as it was and a hidden build directory, which the next prepare deletes;
-    after out_dir was moved aside and before the new corpus took its place, out_dir is missing until the next
-    prepare (even one that fails) puts the old corpus back, and nothing else is left."""
+    """kill -9 mid-write leaves out_dir as it was and a hidden build directory, which the next
+    prepare deletes; after out_dir was moved aside and before the new corpus took its place, out_dir
+    is missing until the next prepare (even one that fails) puts the old corpus back, and nothing
+    else is left."""
     write_files(tmp_path / "src", {f"{k}.txt": f"document {k} " * 300 for k in range(8)})
     out = tmp_path / "out"
     prepare(tmp_path / "src", out)
@@ -333,7 +361,8 @@ def test_kill_9_leaves_the_old_corpus_and_the_next_run_cleans_up(tmp_path, when)
     code = KILLED.format(out=os.path.realpath(out), src=str(tmp_path / "src"), patch=patch)
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True)
     assert r.returncode == -signal.SIGKILL, r.stderr
-    assert any(n.startswith(".out.tmp-") for n in os.listdir(tmp_path))  # what the killed run left behind
+    # what the killed run left behind
+    assert any(n.startswith(".out.tmp-") for n in os.listdir(tmp_path))
     if when == "mid_write":
         assert snapshot(out) == before
         assert prepare(tmp_path / "src", out)["n_documents"] == 9
@@ -345,10 +374,10 @@ def test_kill_9_leaves_the_old_corpus_and_the_next_run_cleans_up(tmp_path, when)
     assert sorted(os.listdir(tmp_path)) == ["out", "src"]
 
 
-def test_out_dir_is_replaced_only_if_it_holds_a_corpus_and_never_by_user_files_in_ours(tmp_path, monkeypatch):
+def test_only_a_corpus_out_dir_is_replaced_and_never_by_user_files_in_ours(tmp_path, monkeypatch):
     """`python data.py MY_TEXT_DIR` used to prepare into data/stdlib, and every later train.py
-    trained on the user's files. Now one line names --out_dir=data/NAME; both corpora stay. A directory
-    holding more than a corpus is never replaced."""
+    trained on the user's files. Now one line names --out_dir=data/NAME; both corpora stay. A
+    directory holding more than a corpus is never replaced."""
     write_files(tmp_path, {f"mine/{k}.txt": f"my document {k}. " * 40 for k in range(4)})
     write_files(tmp_path, {"keep/notes.md": "keep me"})
     with pytest.raises(ValueError, match="more than a corpus.*notes.md"):
@@ -374,21 +403,27 @@ def test_out_dir_is_replaced_only_if_it_holds_a_corpus_and_never_by_user_files_i
     assert data.load_meta(str(tmp_path / "data" / "mine"))["n_documents"] == 4
 
 
-@pytest.mark.parametrize("case", ["missing", "empty", "short", "default_block_size", "domain", "empty_domain"])
-def test_bad_corpus_one_line_no_files(tmp_path, case):
-    write_files(tmp_path, {"e.txt": "", "s.txt": "tiny corpus", "a.txt": "a" * 120, "b.txt": "b" * 120})
-    args, want = {"missing": ([str(tmp_path / "nope.txt")], "no such file"),
-                  "empty_domain": ([f"--domain=a={tmp_path}/[ab].txt", f"--domain=e={tmp_path}/e.txt"],
-                                   "domain e holds no text"),  # was an IndexError
-                  "empty": ([str(tmp_path / "e.txt")], "(1 empty)"),  # skipped as empty, not a crash on reading it
-                  "short": ([str(tmp_path / "s.txt"), "--block_size", "64"], "too short"),
-                  # two files of 120 bytes: too short for data.py's default block_size, train.py's 128
-                  "default_block_size": ([str(tmp_path / "a.txt"), str(tmp_path / "b.txt")], "block_size+1 = 129"),
-                  "domain": (["--domain", "code"], "is not NAME=GLOB")}[case]
-    r = run_cli(*args, "--out_dir", str(tmp_path / "out"))
+BAD_CORPUS = {"missing": (["{d}/nope.txt"], "no such file"),
+              # was an IndexError
+              "empty_domain": (["--domain=a={d}/[ab].txt", "--domain=e={d}/e.txt"],
+                               "domain e holds no text"),
+              # skipped as empty, not a crash on reading it
+              "empty": (["{d}/e.txt"], "(1 empty)"),
+              "short": (["{d}/s.txt", "--block_size=64"], "too short"),
+              # two files of 120 bytes: too short for data.py's default block_size, train.py's 128
+              "default_block_size": (["{d}/a.txt", "{d}/b.txt"], "block_size+1 = 129"),
+              "domain": (["--domain", "code"], "is not NAME=GLOB")}
+
+
+@pytest.mark.parametrize("args, want", BAD_CORPUS.values(), ids=list(BAD_CORPUS))
+def test_bad_corpus_one_line_no_files(tmp_path, args, want):
+    write_files(tmp_path, {"e.txt": "", "s.txt": "tiny", "a.txt": "a" * 120, "b.txt": "b" * 120})
+    r = run_cli(*(a.format(d=tmp_path) for a in args), "--out_dir", str(tmp_path / "out"))
     lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith("error:") and want in lines[0], lines
-    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt", "e.txt", "s.txt"]  # no out_dir, nothing hidden
+    assert r.returncode != 0 and len(lines) == 1, lines
+    assert lines[0].startswith("error:") and want in lines[0], lines
+    # no out_dir, nothing hidden
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt", "e.txt", "s.txt"]
 
 
 # -----------------------------------------------------------------------------
@@ -396,34 +431,33 @@ def test_bad_corpus_one_line_no_files(tmp_path, case):
 
 
 def test_a_nanogpt_directory_needs_its_vocabulary_and_its_ids_below_it(tmp_path):
-    """train.bin/val.bin of uint16 ids and no meta.json: train.py's load_meta asks for --vocab_size and checks every id
-    against it; data.py's command line leaves such a directory as it is, in one line."""
+    """train.bin/val.bin of uint16 ids and no meta.json: train.py's load_meta asks for --vocab_size
+    and checks every id against it (test_an_unchanged_nanogpt_corpus_is_not_read_again); data.py's
+    command line leaves such a directory as it is, in one line."""
     np.arange(1000, dtype=np.uint16).tofile(tmp_path / "train.bin")  # ids up to 999
     np.arange(300, dtype=np.uint16).tofile(tmp_path / "val.bin")
-    with pytest.raises(ValueError, match="no meta.json nor meta.pkl; pass its tokenizer's --vocab_size"):
+    with pytest.raises(ValueError, match="nor meta.pkl; pass its tokenizer's --vocab_size"):
         data.load_meta(str(tmp_path))
-    with pytest.raises(ValueError, match=r"holds token id 999 .*\(at least --vocab_size=1000\)"):
-        data.load_meta(str(tmp_path), vocab_size=500)
     meta = data.load_meta(str(tmp_path), 1000)
-    assert meta["vocab_size"] == 1000 and meta["max_token_id"] == 999 and len(meta["fingerprint"]) == 32
-    assert (meta["train_tokens"], meta["val_tokens"]) == (1000, 300)
-    r = run_cli(str(tmp_path), "--out_dir", str(tmp_path / "other"))  # read where it is: nothing to prepare
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "(2 in a prepared corpus)" in r.stderr
+    assert meta["vocab_size"] == 1000 and meta["max_token_id"] == 999
+    # read where it is: nothing to prepare
+    r = run_cli(str(tmp_path), "--out_dir", str(tmp_path / "other"))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "2 in a prepared corpus" in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["train.bin", "val.bin"]
 
 
 def nanogpt_char_dataset(d):
-    """A directory as nanoGPT's data/shakespeare_char/prepare.py writes it: uint16 char ids, meta.pkl."""
+    """A directory as nanoGPT's data/shakespeare_char/prepare.py writes it: uint16 char ids,
+    meta.pkl (tests/test_train.py trains on one)."""
     text = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 200
-    chars = sorted(set(text))
-    stoi, itos = {c: i for i, c in enumerate(chars)}, dict(enumerate(chars))
+    itos = dict(enumerate(sorted(set(text))))
+    stoi, V = {c: i for i, c in itos.items()}, len(itos)
     ids = np.array([stoi[c] for c in text], dtype=np.uint16)
     cut = int(0.9 * len(ids))
     ids[:cut].tofile(d / "train.bin")
     ids[cut:].tofile(d / "val.bin")
-    with open(d / "meta.pkl", "wb") as f:
-        pickle.dump({"vocab_size": len(chars), "itos": itos, "stoi": stoi}, f)
-    return len(chars), itos
+    (d / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": V, "itos": itos, "stoi": stoi}))
+    return V, itos
 
 
 def test_a_nanogpt_meta_pkl_gives_the_vocabulary_and_the_decoder(tmp_path):
@@ -435,16 +469,20 @@ def test_a_nanogpt_meta_pkl_gives_the_vocabulary_and_the_decoder(tmp_path):
         data.load_meta(str(tmp_path), 99)
     with open(tmp_path / "meta.pkl", "wb") as f:  # not plain data: never unpickled
         pickle.dump({"vocab_size": V, "itos": collections.OrderedDict(itos)}, f)
-    with pytest.raises(ValueError, match="meta.pkl refers to collections.OrderedDict, not plain data"):
+    with pytest.raises(ValueError, match="refers to collections.OrderedDict, not plain data"):
         data.load_meta(str(tmp_path))
 
 
-REFUSED = {"missing": "--data_dir={d} does not exist; prepare your text with python data.py FILES --out_dir=data/NAME",
+REFUSED = {"missing": "--data_dir={d} does not exist; prepare your text with python data.py "
+                      "FILES --out_dir=data/NAME",
            "file": "--data_dir={d} is not a directory",
-           "text": "{d} holds no train.bin: it is not a prepared corpus; prepare it with python data.py {d} --out_dir=",
-           "changed": "{d}/val.bin holds 2 tokens but {d}/meta.json records 1: the files changed after it",
+           "text": "{d} holds no train.bin: it is not a prepared corpus; prepare it with python "
+                   "data.py {d} --out_dir=",
+           "changed": "{d}/val.bin holds 2 tokens but {d}/meta.json records 1: the files changed "
+                      "after it",
            "bad_json": "{d}/meta.json is not valid JSON",
-           "empty": "{d}/val.bin is empty: not a uint16 token file", "odd": "{d}/val.bin is 101 bytes, an odd length"}
+           "empty": "{d}/val.bin is empty: not a uint16 token file",
+           "odd": "{d}/val.bin is 101 bytes, an odd length"}
 
 
 @pytest.mark.parametrize("case", REFUSED)
@@ -455,7 +493,8 @@ def test_what_train_py_reads_is_checked_in_one_line(tmp_path, case):
     elif case == "text":
         write_files(d, {"a.txt": "hello"})
     elif case != "missing":
-        write_files(d, {"train.bin": b"\x01\x00" * 500, "val.bin": b"\x01" * {"empty": 0, "odd": 101}.get(case, 4)})
+        n_val = {"empty": 0, "odd": 101}.get(case, 4)
+        write_files(d, {"train.bin": b"\x01\x00" * 500, "val.bin": b"\x01" * n_val})
     if case in ("changed", "bad_json"):
         meta = '{"vocab_size": 257, "train_tokens": 500, "val_tokens": 1}'
         (d / "meta.json").write_text(meta if case == "changed" else meta[:20])  # JSON cut short
@@ -467,19 +506,22 @@ def test_what_train_py_reads_is_checked_in_one_line(tmp_path, case):
 
 
 def test_fingerprint_entropy_and_counts_of_both_splits_at_any_chunk_size(corpus, tmp_path):
-    """One pass per split gives the largest id, the fingerprint (bit for bit the whole-file hash of hashes, so the
-    same tokens as a nanoGPT directory give the same one, and one changed token or a moved split point another) and
-    the train split's unigram entropy H = -sum_u p(u) ln p(u), at any chunk size."""
+    """One pass per split gives the largest id, the fingerprint (bit for bit the whole-file hash of
+    hashes, so the same tokens as a nanoGPT directory give the same one, and one changed token or a
+    moved split point another) and the train split's unigram entropy H = -sum_u p(u) ln p(u), at any
+    chunk size."""
     train, val = read_split(corpus, "train"), read_split(corpus, "val")
     inner = hashlib.sha256(train.tobytes()).digest() + hashlib.sha256(val.tobytes()).digest()
     p = np.unique(train, return_counts=True)[1] / len(train)
     want = {"max_token_id": int(max(train.max(), val.max())), "train_tokens": len(train),
             "val_tokens": len(val), "fingerprint": hashlib.sha256(inner).hexdigest()[:32],
             "unigram_entropy": pytest.approx(float(-(p * np.log(p)).sum()), rel=1e-12)}
-    assert data.scan_bins(corpus) == want and data.scan_bins(corpus, chunk=7) == want  # 7-token reads: the same
+    # 7-token reads: the same
+    assert data.scan_bins(corpus) == want and data.scan_bins(corpus, chunk=7) == want
     assert {k: data.load_meta(corpus)[k] for k in want} == want  # as prepare recorded them
+    # as it is, one token changed, split one later
     for changed in ((train, val), (train, np.where(np.arange(len(val)) == 7, (val + 1) % 256, val)),
-                    (np.concatenate([train, val[:1]]), val[1:])):  # as it is, one token changed, split one later
+                    (np.concatenate([train, val[:1]]), val[1:])):
         changed[0].tofile(tmp_path / "train.bin")
         changed[1].tofile(tmp_path / "val.bin")
         fp = data.load_meta(str(tmp_path), 257)["fingerprint"]  # read whole, as train.py reads it
@@ -487,37 +529,41 @@ def test_fingerprint_entropy_and_counts_of_both_splits_at_any_chunk_size(corpus,
 
 
 def rss_file_kb():
-    """Resident memory backed by files (mapped token files among them), in kB, as /proc reports it."""
+    """Resident memory backed by files (mapped token files among them), in kB, as /proc reports
+    it."""
     with open("/proc/self/status") as f:
         return int(f.read().split("RssFile:")[1].split()[0])
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux's /proc")
 def test_batches_read_through_a_fresh_map_are_the_same_and_leave_no_resident_pages(tmp_path):
-    """windows.get opens the token file's map for each read (as nanoGPT's get_batch): the same rows as indexing
-    one map held open, and the pages it touched do not stay in this process's resident memory."""
+    """windows.get opens the token file's map for each read (as nanoGPT's get_batch): the same rows
+    as indexing one map held open, and the pages it touched do not stay in this process's resident
+    memory."""
     rng = np.random.default_rng(0)
     rng.integers(0, 50257, 16 << 20, dtype=np.uint16).tofile(tmp_path / "train.bin")  # 32 MB
     T = 128
     windows = data.SampleWindows(str(tmp_path / "train.bin"), T)
     before = rss_file_kb()
-    for _ in range(100):  # 1,600 random windows: a held map keeps every page (or large folio) they touch
+    # 1,600 random windows: a held map keeps every page (or large folio) they touch
+    for _ in range(100):
         windows.get(rng.integers(0, len(windows), 16))
     assert rss_file_kb() - before < 2048, (before, rss_file_kb())
     held = np.memmap(tmp_path / "train.bin", dtype=np.uint16, mode="r")
     for _ in range(20):  # the old path: one map, fancy-indexed
         ids = rng.integers(0, len(windows), 16)
-        got = windows.get(ids)
-        assert got.dtype == np.int64 and np.array_equal(got, held[ids[:, None] * T + np.arange(T + 1)])
+        assert np.array_equal(windows.get(ids), held[ids[:, None] * T + np.arange(T + 1)])
 
 
 # -----------------------------------------------------------------------------
-# a nanoGPT corpus is identified by its files' stat, hashed only when that changes (issue 41, services/index.py)
+# a nanoGPT corpus is identified by its files' stat, hashed only when that changes (issue 41,
+# services/index.py)
 
 
 def nanogpt_copy(corpus, d, age_s=60):
     """corpus's two token files in d (no meta.json: a nanoGPT directory), last modified age_s ago
-    (a file modified within 2 s of its hash is not recorded: its mtime could hide a second write)."""
+    (a file modified within 2 s of its hash is not recorded: its mtime could hide a second
+    write)."""
     os.makedirs(d, exist_ok=True)
     for name in ("train.bin", "val.bin"):
         (d / name).write_bytes(open(os.path.join(corpus, name), "rb").read())
@@ -528,9 +574,10 @@ def nanogpt_copy(corpus, d, age_s=60):
 
 @pytest.fixture
 def start(monkeypatch):
-    """-> (start(d, vocab_size=257): data.load_meta as train.py's new process calls it, [d of each full read])."""
+    """-> (start(d, vocab_size=257): data.load_meta as train.py's new process calls it, [d of each
+    full read])."""
     scans, scan_bins = [], data.scan_bins
-    monkeypatch.setattr(data, "scan_bins", lambda d, *a, **k: scans.append(d) or scan_bins(d, *a, **k))
+    monkeypatch.setattr(data, "scan_bins", lambda *a, **k: scans.append(a[0]) or scan_bins(*a, **k))
 
     def new_start(d, vocab_size=257):
         monkeypatch.setattr(bins, "_hashed", {})  # nothing hashed in this process yet
@@ -539,58 +586,67 @@ def start(monkeypatch):
 
 
 def test_an_unchanged_nanogpt_corpus_is_not_read_again(corpus, tmp_path, start, capsys):
-    """The first start hashes both splits and records their (size, mtime, ctime, inode) beside them; the next
-    starts read only that record: no full read, and the same meta (fingerprint, entropy, counts) as a full scan."""
+    """The first start hashes both splits and records their (size, mtime, ctime, inode) beside them;
+    the next starts read only that record: no full read, and the same meta (fingerprint, entropy,
+    counts) as a full scan."""
     new_start, scans = start
     d = nanogpt_copy(corpus, tmp_path / "nano")
     first = new_start(d)
     assert scans == [d] and re.search(r"^hashing .*nano \([\d,]+ tokens: no record of them yet\)",
                                       capsys.readouterr().out, re.M)
-    assert first["fingerprint"] == data.load_meta(corpus)["fingerprint"]  # the content hash, as today
+    # the content hash, as today
+    assert first["fingerprint"] == data.load_meta(corpus)["fingerprint"]
     assert new_start(d) == first and new_start(d) == first
     assert scans == [d] and capsys.readouterr().out == ""  # not read again, nothing said
-    with pytest.raises(ValueError, match=r"holds token id \d+ .*not below the vocabulary size 100; .*--vocab_size="):
-        new_start(d, 100)  # the largest id is still checked, from the record
+    # the largest id is still checked, from the record
+    with pytest.raises(ValueError, match=r"holds token id 256 \(its token files\), not below the "
+                                         r"vocabulary size 100; .*\(at least --vocab_size=257\)"):
+        new_start(d, 100)
     fresh = nanogpt_copy(corpus, tmp_path / "fresh", age_s=0)  # just written: not recorded
     new_start(fresh)
-    data.load_meta(fresh, 257, bins.recorded_scan)  # the same process: what it hashed (train.py asks twice)
+    # the same process: what it hashed (train.py asks twice)
+    data.load_meta(fresh, 257, bins.recorded_scan)
     assert scans == [d, fresh] and not os.path.exists(os.path.join(fresh, bins.SCAN_RECORD))
     new_start(fresh)  # the next start reads it whole again
     assert scans == [d, fresh, fresh]
 
 
 @pytest.mark.parametrize("how", ["size", "mtime"])
-def test_a_changed_nanogpt_corpus_is_seen_by_its_stat_and_hashed_again(corpus, tmp_path, start, capsys, how):
-    """One token more (size) or one token changed in place (same size, new mtime): the stat says so, the corpus is
-    read whole again with a line naming what changed, and its fingerprint is the new content's."""
+def test_a_changed_nanogpt_corpus_is_hashed_again(corpus, tmp_path, start, capsys, how):
+    """One token more (size) or one token changed in place (same size, new mtime): the stat says so,
+    the corpus is read whole again with a line naming what changed, and its fingerprint is the new
+    content's."""
     new_start, scans = start
     d = nanogpt_copy(corpus, tmp_path / "nano")
     before = new_start(d)
     val = read_split(d, "val")
-    val = np.append(val, val[:1]) if how == "size" else np.where(np.arange(len(val)) == 5, (val + 1) % 256, val)
+    # one token more, or token 5 plus one (a byte: still below 256)
+    val = np.append(val, val[:1]) if how == "size" else val + (np.arange(len(val)) == 5)
     t = os.stat(os.path.join(d, "val.bin")).st_mtime_ns
     val.astype(np.uint16).tofile(os.path.join(d, "val.bin"))
-    os.utime(os.path.join(d, "val.bin"), ns=(t + 10**9, t + 10**9))  # a second later, still 59 s ago
+    # a second later, still 59 s ago
+    os.utime(os.path.join(d, "val.bin"), ns=(t + 10**9, t + 10**9))
     capsys.readouterr()
     after = new_start(d)
     out = capsys.readouterr().out
     assert scans == [d, d] and after["fingerprint"] != before["fingerprint"]
-    assert re.search(rf"^hashing .*nano \([\d,]+ tokens: val.bin changed since {bins.SCAN_RECORD} ", out, re.M), out
+    assert re.search(r"^hashing .*nano \([\d,]+ tokens: val.bin changed since "
+                     rf"{bins.SCAN_RECORD} ", out, re.M), out
     assert re.search(r"^hashed [\d,]+ tokens in [\d.]+ s \([\d.]+\w? tokens/s\)$", out, re.M), out
     assert new_start(d) == after and len(scans) == 2  # recorded again
 
 
 def test_a_damaged_record_or_one_of_something_else_is_read_past(corpus, tmp_path, start, capsys):
-    """Truncated JSON, or valid JSON that is not scan_bins' record (a hand edit, another tool's file): one line
-    saying so and a fresh hash."""
+    """Truncated JSON, or valid JSON that is not scan_bins' record (a hand edit, another tool's
+    file): one line saying so and a fresh hash."""
     new_start, scans = start
     d = nanogpt_copy(corpus, tmp_path / "nano")
     want = new_start(d)
-    files = json.load(open(os.path.join(d, bins.SCAN_RECORD)))["files"]
-    for junk in ('{"files": ', {"files": 3, "scan": {}}, {"files": {"train.bin": 7}, "scan": want}, [1, 2],
-                 {"files": files, "scan": {"train_tokens": 1}}):
-        with open(os.path.join(d, bins.SCAN_RECORD), "w") as f:
-            f.write(junk if isinstance(junk, str) else json.dumps(junk))
+    record = tmp_path / "nano" / bins.SCAN_RECORD
+    files = json.loads(record.read_text())["files"]
+    for junk in ('{"files": ', {"files": {"train.bin": 7}, "scan": want}, [1, 2],
+                 {"files": 3, "scan": {}}, {"files": files, "scan": {"train_tokens": 1}}):
+        record.write_text(junk if isinstance(junk, str) else json.dumps(junk))
         capsys.readouterr()
         assert new_start(d) == want
         why = r"(scan.json is unreadable|train.bin and val.bin changed)"
