@@ -101,9 +101,8 @@ def code_version():
     .py files, support/, services/ and autoscale/) and torch's version. A run is reused only under
     the same."""
     h = hashlib.sha256(torch.__version__.encode())
-    paths = glob.glob(os.path.join(ROOT, "*.py"))
-    for folder in ("support", "services", "autoscale"):
-        paths += glob.glob(os.path.join(ROOT, folder, "*.py"))
+    paths = [path for folder in ("", "support", "services", "autoscale")
+             for path in glob.glob(os.path.join(ROOT, folder, "*.py"))]  # "": the top level
     for path in sorted(paths):
         h.update(os.path.relpath(path, ROOT).encode())
         with open(path, "rb") as f:
