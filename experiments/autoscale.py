@@ -21,6 +21,7 @@ But:
   beside it).
 """
 
+import contextlib
 import functools
 import os
 import sys
@@ -33,7 +34,7 @@ import data
 import train
 from autoscale import mixture
 from autoscale.domains import domain_counts, domain_weights, window_domains
-from experiments.runs import check_passes, cli, flag, numbers, seed_list, train_run
+from experiments.runs import check_passes, cli, flag, numbers, seed_list
 from support import launch
 from support.launch import opt
 
@@ -95,12 +96,14 @@ def domain_run(args, out_root, names, eval_ids, amounts, seed, tag):
     out_dir = os.path.join(out_root, tag)
     os.makedirs(out_dir, exist_ok=True)
     weights = ",".join(f"{d}={float(w)!r}" for d, w in zip(names, amounts / amounts.sum()))
-    cfg, out = train_run(args + [
+    cfg = train.parse_args(args + [
         f"--domain_weights={weights}", f"--max_tokens={round(amounts.sum())}", "--max_iters=0",
         f"--seed={seed}", f"--out_dir={out_dir}", "--overwrite=true", "--save_checkpoint=false",
         "--sample_tokens=0", "--log_interval=10", "--eval_samples=1",
-        "--eval_interval=1000000000"],  # its own eval (1 window) unused
-        log=os.path.join(out_dir, "train.log"))
+        "--eval_interval=1000000000"])  # its own eval (1 window) unused
+    # what it prints goes to its train.log
+    with open(os.path.join(out_dir, "train.log"), "w") as f, contextlib.redirect_stdout(f):
+        out = train.train(cfg)
     losses = [train.estimate_loss(out["model"], out["val_data"], ids, cfg.batch_size)
               for ids in eval_ids]
     G = cfg.global_batch_size or cfg.batch_size  # one process
