@@ -34,7 +34,7 @@ import data
 import train
 from autoscale import mixture
 from autoscale.domains import domain_counts, domain_weights, window_domains
-from experiments.runs import check_passes, cli, flag, numbers, seed_list
+from experiments.runs import check_passes, cli, numbers, seed_list
 from support import launch
 from support.launch import opt
 
@@ -249,8 +249,7 @@ def experiment(a):
     # every run's, before its own flags
     args = MODEL + [f"--data_dir={a.data_dir}"] + a.train_args.split()
     # train.py's checks of the shared flags, before any run makes its directory
-    train.parse_args(args)
-    T = int(flag(args, "block_size"))
+    T = train.parse_args(args).block_size
     names, train_tokens, eval_ids, val_share = domain_data(a.data_dir, T, a.eval_per_domain)
     target_w = np.full(len(names), 1 / len(names)) if a.target == "balanced" else val_share
     print(f"domains {', '.join(names)}: {', '.join(f'{v:,}' for v in train_tokens)} training "
