@@ -134,14 +134,13 @@ def bench_ltd(args):
     W = (8, 8, 5, 22, 10, 10, 10, 10)
     row(W, "mode", "kept r/T", "r", "ms/step", "tokens/s", "time ratio", "FLOP ratio",
         "efficiency")
+    ratios = {(m, k): (med[m, k] / med[m, T], flops[k] / flops[T]) for m, k in times}
     for m, k in times:
-        tr = med[m, k] / med[m, T]
-        fr = flops[k] / flops[T]
+        tr, fr = ratios[m, k]  # time ratio, FLOP ratio
         eff = f"{(1 - tr) / (1 - fr):.2f}" if k < T else "-"  # the dense row saves nothing
         row(W, m, f"{k / T:.2f}", k, med_range(times[m, k], 1000), f"{B * T / med[m, k]:,.0f}",
             f"{tr:.3f}", f"{fr:.3f}", eff)
-    m = next(iter(modes))
-    return {k: (med[m, k] / med[m, T], flops[k] / flops[T]) for k in keeps}
+    return {k: ratios[next(iter(modes)), k] for k in keeps}
 
 
 # --- dense training step: ours vs nanoGPT's model at the same config ------------------------------
