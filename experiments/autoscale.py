@@ -58,7 +58,7 @@ class AutoScaleConfig:
     target: str = opt("balanced", "target loss: balanced (mean over domains) or natural "
                       "(weighted by val shares)", choices=("balanced", "natural"))
     eval_per_domain: int = opt(400, "val windows per domain for the per-domain losses "
-                               "(evenly spread, fixed)")
+                               "(evenly spread, fixed)", 1)
     data_dir: str = opt("", "a corpus prepared with domains (data.py --domain); "
                         '"" = the standard library\'s')
     out_dir: str = opt("out-mixture", "one sub-directory per run, with its train.log")
@@ -240,8 +240,6 @@ def experiment(a):
     if not 0 < a.lower < 1:
         raise ValueError(f"--lower={a.lower} must be in (0, 1): above 0 so n1 * (n2 / n1) ** t is "
                          "defined, below 1 (the base share) so there is something to optimise")
-    if a.eval_per_domain < 1:
-        raise ValueError(f"--eval_per_domain={a.eval_per_domain} must be at least 1")
     mine = [f for f in a.train_args.split() if f.lstrip("-").split("=")[0] in SET_PER_RUN]
     if mine:
         raise ValueError(f"--train_args sets {' '.join(mine)}, which every run sets for itself; "
