@@ -148,12 +148,11 @@ def fit_domain(x, y, lower):
     return (a, b, c) if a + lower > 0 else None
 
 
-def run_scale(run, N, names, a, key):
-    """The 2m + 1 runs at base total N (run: one_run with its fixed arguments), a fit per domain,
-    the DDO optimum."""
+def run_scale(run, N, names, a, key, seed):
+    """The 2m + 1 runs at base total N with one seed (run: one_run with its fixed arguments), a fit
+    per domain, the DDO optimum."""
     m = len(names)
     down, up = numbers("factors", a.factors)
-    seed = seed_list(a.seeds)[0]
     labels = ["base"] + [f"{d}_x{down:.3g}" for d in names] + [f"{d}_x{up:.3g}" for d in names]
     run_amounts = mixture.perturbed_amounts(np.full(m, N / m), (down, up))
     runs = [run(amounts, seed, f"{key}_{label}") for amounts, label in zip(run_amounts, labels)]
@@ -202,7 +201,8 @@ def autoscale(trainer, names, a, train_tokens, target_w):
           "ends with its time and the time left at the speed so far", flush=True)
     run = functools.partial(one_run, trainer, target_w=np.asarray(target_w, dtype=float),
                             train_tokens=train_tokens, clock=clock)
-    scales = [run_scale(run, N, names, a, key) for N, key in ((a.n1, "n1"), (a.n2, "n2"))]
+    # the small runs: the first seed
+    scales = [run_scale(run, N, names, a, key, seeds[0]) for N, key in ((a.n1, "n1"), (a.n2, "n2"))]
     # n1 * (n2 / n1) ** t
     predicted = mixture.autoscale_predict(scales[0]["n"], scales[1]["n"], a.t)
     print(f"AutoScale: n(t) = n1 * (n2 / n1) ** {a.t:g} = {joined(predicted, ',.0f')} tokens "
