@@ -21,6 +21,7 @@ But:
   beside it).
 """
 
+import contextlib
 import functools
 import os
 import sys
@@ -33,7 +34,7 @@ import data
 import train
 from autoscale import mixture
 from autoscale.domains import domain_counts, domain_weights, window_domains
-from experiments.runs import check_passes, cli, flag, numbers, seed_list, train_run
+from experiments.runs import check_passes, cli, numbers, seed_list
 from support import launch
 from support.launch import opt
 
@@ -57,7 +58,7 @@ class AutoScaleConfig:
     target: str = opt("balanced", "target loss: balanced (mean over domains) or natural "
                       "(weighted by val shares)", choices=("balanced", "natural"))
     eval_per_domain: int = opt(400, "val windows per domain for the per-domain losses "
-                               "(evenly spread, fixed)")
+                               "(evenly spread, fixed)", 1)
     data_dir: str = opt("", "a corpus prepared with domains (data.py --domain); "
                         '"" = the standard library\'s')
     out_dir: str = opt("out-mixture", "one sub-directory per run, with its train.log")
@@ -95,12 +96,14 @@ def domain_run(args, out_root, names, eval_ids, amounts, seed, tag):
     out_dir = os.path.join(out_root, tag)
     os.makedirs(out_dir, exist_ok=True)
     weights = ",".join(f"{d}={float(w)!r}" for d, w in zip(names, amounts / amounts.sum()))
-    cfg, out = train_run(args + [
+    cfg = train.parse_args(args + [
         f"--domain_weights={weights}", f"--max_tokens={round(amounts.sum())}", "--max_iters=0",
         f"--seed={seed}", f"--out_dir={out_dir}", "--overwrite=true", "--save_checkpoint=false",
         "--sample_tokens=0", "--log_interval=10", "--eval_samples=1",
-        "--eval_interval=1000000000"],  # its own eval (1 window) unused
-        log=os.path.join(out_dir, "train.log"))
+        "--eval_interval=1000000000"])  # its own eval (1 window) unused
+    # what it prints goes to its train.log
+    with open(os.path.join(out_dir, "train.log"), "w") as f, contextlib.redirect_stdout(f):
+        out = train.train(cfg)
     losses = [train.estimate_loss(out["model"], out["val_data"], ids, cfg.batch_size)
               for ids in eval_ids]
     G = cfg.global_batch_size or cfg.batch_size  # one process
@@ -145,12 +148,11 @@ def fit_domain(x, y, lower):
     return (a, b, c) if a + lower > 0 else None
 
 
-def run_scale(run, N, names, a, key):
-    """The 2m + 1 runs at base total N (run: one_run with its fixed arguments), a fit per domain,
-    the DDO optimum."""
+def run_scale(run, N, names, a, key, seed):
+    """The 2m + 1 runs at base total N with one seed (run: one_run with its fixed arguments), a fit
+    per domain, the DDO optimum."""
     m = len(names)
     down, up = numbers("factors", a.factors)
-    seed = seed_list(a.seeds)[0]
     labels = ["base"] + [f"{d}_x{down:.3g}" for d in names] + [f"{d}_x{up:.3g}" for d in names]
     run_amounts = mixture.perturbed_amounts(np.full(m, N / m), (down, up))
     runs = [run(amounts, seed, f"{key}_{label}") for amounts, label in zip(run_amounts, labels)]
@@ -199,7 +201,8 @@ def autoscale(trainer, names, a, train_tokens, target_w):
           "ends with its time and the time left at the speed so far", flush=True)
     run = functools.partial(one_run, trainer, target_w=np.asarray(target_w, dtype=float),
                             train_tokens=train_tokens, clock=clock)
-    scales = [run_scale(run, N, names, a, key) for N, key in ((a.n1, "n1"), (a.n2, "n2"))]
+    # the small runs: the first seed
+    scales = [run_scale(run, N, names, a, key, seeds[0]) for N, key in ((a.n1, "n1"), (a.n2, "n2"))]
     # n1 * (n2 / n1) ** t
     predicted = mixture.autoscale_predict(scales[0]["n"], scales[1]["n"], a.t)
     print(f"AutoScale: n(t) = n1 * (n2 / n1) ** {a.t:g} = {joined(predicted, ',.0f')} tokens "
@@ -237,8 +240,6 @@ def experiment(a):
     if not 0 < a.lower < 1:
         raise ValueError(f"--lower={a.lower} must be in (0, 1): above 0 so n1 * (n2 / n1) ** t is "
                          "defined, below 1 (the base share) so there is something to optimise")
-    if a.eval_per_domain < 1:
-        raise ValueError(f"--eval_per_domain={a.eval_per_domain} must be at least 1")
     mine = [f for f in a.train_args.split() if f.lstrip("-").split("=")[0] in SET_PER_RUN]
     if mine:
         raise ValueError(f"--train_args sets {' '.join(mine)}, which every run sets for itself; "
@@ -246,8 +247,7 @@ def experiment(a):
     # every run's, before its own flags
     args = MODEL + [f"--data_dir={a.data_dir}"] + a.train_args.split()
     # train.py's checks of the shared flags, before any run makes its directory
-    train.parse_args(args)
-    T = int(flag(args, "block_size"))
+    T = train.parse_args(args).block_size
     names, train_tokens, eval_ids, val_share = domain_data(a.data_dir, T, a.eval_per_domain)
     target_w = np.full(len(names), 1 / len(names)) if a.target == "balanced" else val_share
     print(f"domains {', '.join(names)}: {', '.join(f'{v:,}' for v in train_tokens)} training "

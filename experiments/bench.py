@@ -31,8 +31,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from model import GPT, GPTConfig, compile_model
-from support import launch as cli
-from support.launch import resolve_device
+from support import launch
 
 DEVICE = ("auto", "auto (cuda:0 when torch sees a GPU, else cpu), cpu, cuda or cuda:N")
 ROUNDS = "timed rounds each, interleaved, after warm-up ones"
@@ -42,12 +41,12 @@ ROUNDS = "timed rounds each, interleaved, after warm-up ones"
 
 
 def options(what, argv, **fields):
-    """`bench.py what`'s options from name=(default, help) and --threads, by cli.parse;
+    """`bench.py what`'s options from name=(default, help) and --threads, by launch.parse;
     pins torch's threads."""
     threads_help = "torch intra-op threads (more than the free cores slows the cases unevenly)"
     fields.setdefault("threads", (1, threads_help))
-    field_specs = [(name, type(d), cli.opt(d, h)) for name, (d, h) in fields.items()]
-    a = cli.parse(make_dataclass(f"{what}_options", field_specs), argv, f"bench.py {what}")
+    field_specs = [(name, type(d), launch.opt(d, h)) for name, (d, h) in fields.items()]
+    a = launch.parse(make_dataclass(f"{what}_options", field_specs), argv, f"bench.py {what}")
     torch.set_num_threads(a.threads)
     return a
 
@@ -84,7 +83,8 @@ def row(widths, *cells):  # right-aligned cells, left-aligned where the width is
 def on_device(name):
     """--device -> (device, autocast, sync before a clock read, label):
     bf16 autocast on CUDA, fp32 on CPU."""
-    device = resolve_device(name, torch.cuda.device_count())  # cpu or cuda:N, always with an index
+    # cpu or cuda:N, always with an index
+    device = launch.resolve_device(name, torch.cuda.device_count())
     if device == "cpu":
         return device, nullcontext(), lambda: None, "cpu fp32"
     return (device, torch.autocast("cuda", dtype=torch.bfloat16),
@@ -134,14 +134,13 @@ def bench_ltd(args):
     W = (8, 8, 5, 22, 10, 10, 10, 10)
     row(W, "mode", "kept r/T", "r", "ms/step", "tokens/s", "time ratio", "FLOP ratio",
         "efficiency")
+    ratios = {(m, k): (med[m, k] / med[m, T], flops[k] / flops[T]) for m, k in times}
     for m, k in times:
-        tr = med[m, k] / med[m, T]
-        fr = flops[k] / flops[T]
+        tr, fr = ratios[m, k]  # time ratio, FLOP ratio
         eff = f"{(1 - tr) / (1 - fr):.2f}" if k < T else "-"  # the dense row saves nothing
         row(W, m, f"{k / T:.2f}", k, med_range(times[m, k], 1000), f"{B * T / med[m, k]:,.0f}",
             f"{tr:.3f}", f"{fr:.3f}", eff)
-    m = next(iter(modes))
-    return {k: (med[m, k] / med[m, T], flops[k] / flops[T]) for k in keeps}
+    return {k: ratios[next(iter(modes)), k] for k in keeps}
 
 
 # --- dense training step: ours vs nanoGPT's model at the same config ------------------------------

@@ -27,7 +27,6 @@ But:
 """
 
 import argparse
-import math
 import os
 import platform
 import re
@@ -65,7 +64,7 @@ def run_step(name, cmd, log_dir, log, deadline):
     with open(path, "w") as f:
         try:
             rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=max(
-                1.0, min(deadline - t0, CAPS.get(name, math.inf)))).returncode
+                1.0, min(deadline - t0, CAPS.get(name, float("inf"))))).returncode
         except subprocess.TimeoutExpired:
             rc = "killed: out of its time"
     with open(path) as f:

@@ -1,7 +1,6 @@
 """
-train.py runs for the experiments: one here, or N at once, each in a process of its own.
+train.py runs for the experiments: in this process, or N at once, each in a process of its own.
 
-    train_run(args, log)   one run from its --key=value flags -> (config, train.train's results)
     run_all(runs, jobs)    many, one after another in this process (jobs 1) or `jobs` at once as
                            `python -m experiments.runs LOG DEVICE FLAGS...`, the same results;
                            each finished run leaves summary.json beside its train.log
@@ -69,16 +68,6 @@ def check_passes(amounts, have, names, what, fix):
                          f"(data would repeat); {fix}")
 
 
-def train_run(args, log=None):
-    """One train.py run from its --key=value flags, printing to stdout or to the file log
-    -> (config, results). Without --device, train.py picks cuda:LOCAL_RANK on a GPU machine,
-    else the CPU."""
-    cfg = train.parse_args(args)
-    log_file = open(log, "w") if log else contextlib.nullcontext(sys.stdout)
-    with log_file as f, contextlib.redirect_stdout(f):
-        return cfg, train.train(cfg)
-
-
 def cli(run, cls, prog, doc, argv):
     """run(argv parsed into the dataclass cls; --help shows doc's command lines), bad input as
     one line ("error: ..."; a stop's own line), exit 1."""
@@ -101,9 +90,8 @@ def code_version():
     .py files, support/, services/ and autoscale/) and torch's version. A run is reused only under
     the same."""
     h = hashlib.sha256(torch.__version__.encode())
-    paths = glob.glob(os.path.join(ROOT, "*.py"))
-    for folder in ("support", "services", "autoscale"):
-        paths += glob.glob(os.path.join(ROOT, folder, "*.py"))
+    paths = [path for folder in ("", "support", "services", "autoscale")
+             for path in glob.glob(os.path.join(ROOT, folder, "*.py"))]  # "": the top level
     for path in sorted(paths):
         h.update(os.path.relpath(path, ROOT).encode())
         with open(path, "rb") as f:
@@ -138,7 +126,8 @@ def execute(args, log, device=None):
         os.remove(path)  # an older run's
     with open(log, "w") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
         try:
-            out = train_run(args + ([f"--device={device}"] if device else []))[1]
+            # without --device, train.py picks cuda:LOCAL_RANK on a GPU machine, else the CPU
+            out = train.train(train.parse_args(args + ([f"--device={device}"] if device else [])))
         except launch.Stopped:
             raise
         except Exception:  # any failure: the grid stops, naming this run and its log
