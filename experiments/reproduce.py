@@ -236,11 +236,10 @@ def ratio_spec(ratio, n_embd, n_layer=4, T=128, G=16, vocab=257):
             "eval_samples": 640, "params": params, "ratio": ratio}
 
 
-def check_one_pass(cases, data_dir):
-    """The train split's trainable tokens (windows * T); a largest budget above
-    one pass is refused."""
+def check_one_pass(cases, d):
+    """The train split's trainable tokens (windows * T) in the corpus directory d
+    (data.corpus_dir's); a largest budget above one pass is refused."""
     budget, T = max((int(flag(c[3], "max_tokens")), int(flag(c[3], "block_size"))) for c in cases)
-    d = data.corpus_dir(data_dir)
     have = len(data.SampleWindows(os.path.join(d, "train.bin"), T)) * T
     check_passes([budget], [have], [d], "the largest budget",
                  "use a bigger corpus (python data.py --installed --out_dir=...) or a smaller "
@@ -402,8 +401,8 @@ def grid(a):
              for label, spec in specs.items()}
     for case in [c for cases in plans.values() for c in cases]:
         train.parse_args(case[3])  # train.py's checks of every run, before any run starts
-    haves = {label: check_one_pass(cases, a.data_dir) for label, cases in plans.items()}
-    d = data.corpus_dir(a.data_dir)
+    d = data.corpus_dir(a.data_dir)  # the default corpus prepared on first use
+    haves = {label: check_one_pass(cases, d) for label, cases in plans.items()}
     metrics = {(int(flag(c[3], "block_size")), flag(c[3], "cl_metric"))
                for cs in plans.values() for c in cs if "--cl_metric=" in " ".join(c[3])}
     for T, metric in sorted(metrics):  # subtle: built here, once: runs at once would race
