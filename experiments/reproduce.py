@@ -62,7 +62,6 @@ But:
   stays) and --compile (no runs of the README used it; a compile per run costs more than it saves
   in runs this short).
 """
-import json
 import math
 import os
 import re
@@ -411,8 +410,9 @@ def grid(a):
     print(f"\nreproduce: seeds {a.seeds}; torch {torch.__version__}, "
           f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, {a.jobs} run(s) at once, one thread "
           "each on a CPU; time s: wall-clock without evaluations")
-    with open(os.path.join(d, "meta.json")) as f:
-        entropy = json.load(f).get("unigram_entropy")  # absent in older corpora
+    # the corpus's meta.json, or a nanoGPT directory's scan (recorded by its runs); the entropy is
+    # absent in older corpora
+    entropy = data.load_meta(d, scan=index.recorded_scan).get("unigram_entropy")
     for label, res in results.items():
         report(label, specs[label], res, fracs, f"{a.lr:g} (--lr)" if a.lr else
                "from LRS in reproduce.py (--lr=... sets one)")
