@@ -331,9 +331,10 @@ def arm_speedups(res, arm, fracs):
     return out
 
 
-def report(label, spec, res, fracs, lr_source):
+def report(label, spec, res, fracs, lr_source, entropy):
     """One size's runs: val loss (mean and each seed's), steps, rows, tokens, passes, seconds;
-    then each arm's speedup to the baseline's 100% val loss, in effective tokens and wall-clock."""
+    then each arm's speedup to the baseline's 100% val loss, in effective tokens and wall-clock;
+    then a note if that loss stays above entropy (the data's unigram entropy; None: unknown)."""
     params = f"{spec['params']:,} parameters, " if "params" in spec else ""
     G, T = int(flag(spec["model"], "batch_size")), int(flag(spec["model"], "block_size"))
     print(f"\n{label}: {params}budget 100% = {spec['budget_steps']} dense steps of {G} x {T} = "
@@ -361,6 +362,10 @@ def report(label, spec, res, fracs, lr_source):
     for name in names:
         (tok, tok_seeds), (sec, sec_seeds) = arm_speedups(res, name, fracs).values()
         print(f"{name:26} {ARMS[name][0]:>12} {tok:>12} {tok_seeds:>24} {sec:>12} {sec_seeds:>24}")
+    if entropy and np.mean(base) > entropy:
+        print(f"note: {label}: the baseline's val loss {np.mean(base):.4f} is above the data's "
+              f"unigram entropy {entropy:.4f} (what token counts alone give): the models learned "
+              "little, so this grid tests the pipeline, not the techniques")
 
 
 # --- main: check, plan, run, report ---------------------------------------------------------------
@@ -415,12 +420,7 @@ def grid(a):
     entropy = data.load_meta(d, scan=index.recorded_scan).get("unigram_entropy")
     for label, res in results.items():
         report(label, specs[label], res, fracs, f"{a.lr:g} (--lr)" if a.lr else
-               "from LRS in reproduce.py (--lr=... sets one)")
-        loss = np.mean([o["val_loss"] for o in res["baseline", 1.0]])
-        if entropy and loss > entropy:
-            print(f"note: {label}: the baseline's val loss {loss:.4f} is above the data's unigram "
-                  f"entropy {entropy:.4f} (what token counts alone give): the models learned "
-                  "little, so this grid tests the pipeline, not the techniques")
+               "from LRS in reproduce.py (--lr=... sets one)", entropy)
     return results
 
 
