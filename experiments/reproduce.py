@@ -403,13 +403,12 @@ def grid(a):
     lrs = dict.fromkeys(ARMS, a.lr) if a.lr else LRS
     plans = {label: reproduce_cases(spec, fracs, seeds, names, lrs, a.ltd_start)
              for label, spec in specs.items()}
-    for case in [c for cases in plans.values() for c in cases]:
-        train.parse_args(case[3])  # train.py's checks of every run, before any run starts
+    # train.py's checks of every run, before any run starts
+    cfgs = [train.parse_args(c[3]) for cases in plans.values() for c in cases]
     d = data.corpus_dir(a.data_dir)  # the default corpus prepared on first use
     haves = {label: check_one_pass(cases, d) for label, cases in plans.items()}
-    metrics = {(int(flag(c[3], "block_size")), flag(c[3], "cl_metric"))
-               for cs in plans.values() for c in cs if "--cl_metric=" in " ".join(c[3])}
-    for T, metric in sorted(metrics):  # subtle: built here, once: runs at once would race
+    # subtle: each index built here, once: runs at once would race
+    for T, metric in sorted({(c.block_size, c.cl_metric) for c in cfgs if c.cl_metric}):
         index.ensure_index(os.path.join(d, "train.bin"), T, [metric], os.path.join(d, "index"))
     results = {label: run_grid(label, cases, a, haves[label]) for label, cases in plans.items()}
     print(f"\nreproduce: seeds {a.seeds}; torch {torch.__version__}, "
