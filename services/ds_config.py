@@ -112,7 +112,6 @@ def load(path):
                          "to data_efficiency.data_sampling.curriculum_learning.curriculum_metrics"
                          ".seqlen_truncate (see examples/ds_config_cl_ltd.json)")
 
-
     check_schema(ds, SCHEMA, "the top level", top=True)
     return ds
 
