@@ -290,7 +290,6 @@ def prepare(paths=None, out_dir=DEFAULT_DIR, val_fraction=0.1, block_size=128, s
         # the old corpus, or a failed build (and out_dir back if the second rename failed)
         _clean_up(out_dir)
 
-
     if verbose:
         print(f"wrote {out_dir}: {meta['n_documents']} documents, "
               f"{meta['train_tokens']:,} train, {meta['val_tokens']:,} val")

@@ -62,7 +62,6 @@ But:
   stays) and --compile (no runs of the README used it; a compile per run costs more than it saves
   in runs this short).
 """
-import json
 import math
 import os
 import re
@@ -236,11 +235,10 @@ def ratio_spec(ratio, n_embd, n_layer=4, T=128, G=16, vocab=257):
             "eval_samples": 640, "params": params, "ratio": ratio}
 
 
-def check_one_pass(cases, data_dir):
-    """The train split's trainable tokens (windows * T); a largest budget above
-    one pass is refused."""
+def check_one_pass(cases, d):
+    """The train split's trainable tokens (windows * T) in the corpus directory d
+    (data.corpus_dir's); a largest budget above one pass is refused."""
     budget, T = max((int(flag(c[3], "max_tokens")), int(flag(c[3], "block_size"))) for c in cases)
-    d = data.corpus_dir(data_dir)
     have = len(data.SampleWindows(os.path.join(d, "train.bin"), T)) * T
     check_passes([budget], [have], [d], "the largest budget",
                  "use a bigger corpus (python data.py --installed --out_dir=...) or a smaller "
@@ -333,9 +331,10 @@ def arm_speedups(res, arm, fracs):
     return out
 
 
-def report(label, spec, res, fracs, lr_source):
+def report(label, spec, res, fracs, lr_source, entropy):
     """One size's runs: val loss (mean and each seed's), steps, rows, tokens, passes, seconds;
-    then each arm's speedup to the baseline's 100% val loss, in effective tokens and wall-clock."""
+    then each arm's speedup to the baseline's 100% val loss, in effective tokens and wall-clock;
+    then a note if that loss stays above entropy (the data's unigram entropy; None: unknown)."""
     params = f"{spec['params']:,} parameters, " if "params" in spec else ""
     G, T = int(flag(spec["model"], "batch_size")), int(flag(spec["model"], "block_size"))
     print(f"\n{label}: {params}budget 100% = {spec['budget_steps']} dense steps of {G} x {T} = "
@@ -363,6 +362,10 @@ def report(label, spec, res, fracs, lr_source):
     for name in names:
         (tok, tok_seeds), (sec, sec_seeds) = arm_speedups(res, name, fracs).values()
         print(f"{name:26} {ARMS[name][0]:>12} {tok:>12} {tok_seeds:>24} {sec:>12} {sec_seeds:>24}")
+    if entropy and np.mean(base) > entropy:
+        print(f"note: {label}: the baseline's val loss {np.mean(base):.4f} is above the data's "
+              f"unigram entropy {entropy:.4f} (what token counts alone give): the models learned "
+              "little, so this grid tests the pipeline, not the techniques")
 
 
 # --- main: check, plan, run, report ---------------------------------------------------------------
@@ -400,28 +403,23 @@ def grid(a):
     lrs = dict.fromkeys(ARMS, a.lr) if a.lr else LRS
     plans = {label: reproduce_cases(spec, fracs, seeds, names, lrs, a.ltd_start)
              for label, spec in specs.items()}
-    for case in [c for cases in plans.values() for c in cases]:
-        train.parse_args(case[3])  # train.py's checks of every run, before any run starts
-    haves = {label: check_one_pass(cases, a.data_dir) for label, cases in plans.items()}
-    d = data.corpus_dir(a.data_dir)
-    metrics = {(int(flag(c[3], "block_size")), flag(c[3], "cl_metric"))
-               for cs in plans.values() for c in cs if "--cl_metric=" in " ".join(c[3])}
-    for T, metric in sorted(metrics):  # subtle: built here, once: runs at once would race
+    # train.py's checks of every run, before any run starts
+    cfgs = [train.parse_args(c[3]) for cases in plans.values() for c in cases]
+    d = data.corpus_dir(a.data_dir)  # the default corpus prepared on first use
+    haves = {label: check_one_pass(cases, d) for label, cases in plans.items()}
+    # subtle: each index built here, once: runs at once would race
+    for T, metric in sorted({(c.block_size, c.cl_metric) for c in cfgs if c.cl_metric}):
         index.ensure_index(os.path.join(d, "train.bin"), T, [metric], os.path.join(d, "index"))
     results = {label: run_grid(label, cases, a, haves[label]) for label, cases in plans.items()}
     print(f"\nreproduce: seeds {a.seeds}; torch {torch.__version__}, "
           f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, {a.jobs} run(s) at once, one thread "
           "each on a CPU; time s: wall-clock without evaluations")
-    with open(os.path.join(d, "meta.json")) as f:
-        entropy = json.load(f).get("unigram_entropy")  # absent in older corpora
+    # the corpus's meta.json, or a nanoGPT directory's scan (recorded by its runs); the entropy is
+    # absent in older corpora
+    entropy = data.load_meta(d, scan=index.recorded_scan).get("unigram_entropy")
     for label, res in results.items():
         report(label, specs[label], res, fracs, f"{a.lr:g} (--lr)" if a.lr else
-               "from LRS in reproduce.py (--lr=... sets one)")
-        loss = np.mean([o["val_loss"] for o in res["baseline", 1.0]])
-        if entropy and loss > entropy:
-            print(f"note: {label}: the baseline's val loss {loss:.4f} is above the data's unigram "
-                  f"entropy {entropy:.4f} (what token counts alone give): the models learned "
-                  "little, so this grid tests the pipeline, not the techniques")
+               "from LRS in reproduce.py (--lr=... sets one)", entropy)
     return results
 
 

@@ -112,7 +112,6 @@ def load(path):
                          "to data_efficiency.data_sampling.curriculum_learning.curriculum_metrics"
                          ".seqlen_truncate (see examples/ds_config_cl_ltd.json)")
 
-
     check_schema(ds, SCHEMA, "the top level", top=True)
     return ds
 
@@ -212,10 +211,9 @@ def apply_training(cfg, ds, given):
     return out
 
 
-def training_notes(ds, dtype):
-    """Notes: what ds set through our flags, and what changes training in DeepSpeed but not here;
-    dtype: the run's --dtype, which wins over the config's fp16 or bf16 where it was given."""
-    notes = []
+def training_notes(ds, dtype, notes):
+    """Adds to notes what ds set through our flags, and what changes training in DeepSpeed but not
+    here; dtype: the run's --dtype, which wins over the config's fp16 or bf16 where it was given."""
     applied = training(ds)
     if applied.get("dtype", (dtype,))[0] != dtype:
         notes.append(f"--dtype={dtype} wins over --config's {applied.pop('dtype')[1]}")
@@ -244,7 +242,6 @@ def training_notes(ds, dtype):
         off.append("layer_token_lr_schedule (the LR here always follows effective tokens)")
     if off:
         notes.append("not applied here (they change training in DeepSpeed): " + "; ".join(off))
-    return notes
 
 
 def on(value, off_value):
@@ -317,7 +314,7 @@ def data_efficiency(cfg, global_batch_size, notes, accum=None, saved=None):
                          "use one of them")
     if cfg.config and not saved:
         ds = load(cfg.config)
-        notes += training_notes(ds, cfg.dtype)
+        training_notes(ds, cfg.dtype, notes)
         metrics, ltd = from_deepspeed(ds, cfg, notes, accum)
     if sum(name in SEQLEN_METRICS for name in metrics) > 1:  # (a saved run's passed it)
         raise ValueError("both seqlen_truncate and seqlen_reshape are set; "
