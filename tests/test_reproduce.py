@@ -5,6 +5,7 @@ run, a stop, and the whole pipeline on the tiny size."""
 import json
 import math
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from experiments import reproduce, runs
 from scheduler import CurriculumScheduler
 from services import index as index_cache
 from services.ds_config import from_flags
+from test_data import nanogpt_copy
 from train import parse_args
 
 TINY = {"model": ["--n_layer=4", "--n_head=2", "--n_embd=32", "--block_size=16", "--batch_size=4"],
@@ -238,16 +240,22 @@ def test_a_run_is_reused_only_with_its_flags_and_code(tmp_path, monkeypatch):
         before = runs.code_version()
 
 
-@pytest.mark.parametrize("above", [True, False])
+@pytest.mark.parametrize("above, nanogpt", [(True, False), (False, False), (True, True)])
 def test_a_grid_whose_baseline_stays_above_the_unigram_entropy_says_so(tiny_corpus, tmp_path,
-                                                                       monkeypatch, capsys, above):
+                                                                       monkeypatch, capsys, above,
+                                                                       nanogpt):
     """A baseline that learned less than token counts give: one note that the grid tests the
-    pipeline only; below the entropy, none."""
+    pipeline only; below the entropy, none. A nanoGPT directory (no meta.json: its entropy from
+    the scan) gets its report too: it stopped with "No such file ... meta.json" after its runs."""
     with open(os.path.join(tiny_corpus, "meta.json")) as f:
         entropy = json.load(f)["unigram_entropy"]
+    corpus = tiny_corpus
+    if nanogpt:
+        corpus = nanogpt_copy(tiny_corpus, tmp_path / "nanogpt")
+        (tmp_path / "nanogpt" / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": 257}))
     loss = entropy + (0.5 if above else -0.5)
     monkeypatch.setattr(train, "train", fake_train([], loss))
-    tiny(tiny_corpus, tmp_path, "--cases=baseline", "--fractions=1", "--seeds=1")
+    tiny(corpus, tmp_path / "runs", "--cases=baseline", "--fractions=1", "--seeds=1")
     note = (f"note: size tiny: the baseline's val loss {loss:.4f} is above the data's unigram "
             f"entropy {entropy:.4f} (what token counts alone give): the models learned little, so "
             "this grid tests the pipeline, not the techniques\n")
