@@ -11,7 +11,6 @@ import pytest
 
 import test_exercises_meta as meta
 from exercises import EXERCISES, compare
-from exercises import train as runner
 from test_exercises_train import CONCEPTS, CURRICULA, TINY, reference_copy
 
 
@@ -73,7 +72,7 @@ def test_a_wrong_version_gives_its_stage(name, what, first, k, corpus, tmp_path,
     assert status == 1, lines
     verdict = next(i for i, line in enumerate(lines) if line.startswith("first difference: "))
     assert lines[verdict].startswith(first) and "yours " in lines[verdict], lines[verdict]
-    assert f"(yours fails its tests: exercise " in "\n".join(lines[verdict + 1:])
+    assert "(yours fails its tests: exercise " in "\n".join(lines[verdict + 1:])
     assert f"-k {k}" in "\n".join(lines[verdict + 1:]), lines
 
 
