@@ -57,6 +57,11 @@ import sysconfig
 import numpy as np
 from tqdm import tqdm
 
+try:
+    import fcntl  # Unix: a lock that dies with its holder
+except ImportError:  # Windows: no lock (corpus_dir)
+    fcntl = None
+
 EOT = 256  # the end-of-document id written between documents; the others are the bytes 0..255
 VOCAB_SIZE = 257  # 256 byte values + EOT
 ROOT = os.path.dirname(os.path.abspath(__file__))  # the repository
@@ -334,11 +339,23 @@ def _clean_up(out_dir):
 def corpus_dir(data_dir="", prepare_default=True):
     """data_dir, or "" for the default corpus (the standard library), which is prepared here on
     first use. The one place that prepares the default corpus: train.py, the demos, the
-    experiments and bench.py call it."""
-    if not data_dir and prepare_default and not os.path.exists(DEFAULT_DIR + "/meta.json"):
-        print("preparing the default corpus (the standard library's .py files) ...", flush=True)
-        prepare(out_dir=DEFAULT_DIR)
-    return data_dir or DEFAULT_DIR
+    experiments and bench.py call it. subtle: two first runs at once (two demos, one thread each)
+    prepare it once: the second waits on data/stdlib.lock, then finds it (without fcntl, as on
+    Windows, start one run first)."""
+    if data_dir or not prepare_default or os.path.exists(DEFAULT_DIR + "/meta.json"):
+        return data_dir or DEFAULT_DIR
+    os.makedirs(os.path.dirname(DEFAULT_DIR), exist_ok=True)
+    with open(DEFAULT_DIR + ".lock", "w") as lock:  # the lock goes when the file closes
+        try:
+            if fcntl:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("waiting for another process that prepares the default corpus ...", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(DEFAULT_DIR + "/meta.json"):  # else prepared while this one waited
+            print("preparing the default corpus (the standard library's .py files) ...", flush=True)
+            prepare(out_dir=DEFAULT_DIR)
+    return DEFAULT_DIR
 
 
 def write_tokens(f, docs, n_domains, chunk_size):

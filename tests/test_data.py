@@ -13,6 +13,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 import tracemalloc
 
 import numpy as np
@@ -329,6 +331,32 @@ def test_failed_write_leaves_the_old_corpus_byte_identical(tmp_path, monkeypatch
     assert prepare(tmp_path / "src", out)["n_documents"] == 7
     # the old index/ went with the old data
     assert sorted(os.listdir(out)) == ["meta.json", "train.bin", "val.bin"]
+
+
+def test_two_first_runs_at_once_prepare_the_default_corpus_once(tmp_path, monkeypatch, capsys):
+    """Two train.py started together on a fresh clone both prepared data/stdlib: one's clean-up
+    took the other's build, data/stdlib was left empty and both stopped ("holds no train.bin").
+    The second now waits on the lock, then finds the first's corpus."""
+    monkeypatch.setattr(data, "DEFAULT_DIR", str(tmp_path / "data" / "stdlib"))
+    calls = []
+
+    def slow_prepare(out_dir):
+        calls.append(out_dir)
+        time.sleep(0.5)  # the other run arrives meanwhile
+        os.makedirs(out_dir)
+        with open(os.path.join(out_dir, "meta.json"), "w") as f:
+            f.write("{}")
+
+    monkeypatch.setattr(data, "prepare", slow_prepare)
+    runs = [threading.Thread(target=data.corpus_dir) for _ in range(2)]
+    for run in runs:
+        run.start()
+        time.sleep(0.05)
+    for run in runs:
+        run.join()
+    assert calls == [data.DEFAULT_DIR]
+    assert "waiting for another process that prepares the default corpus" in capsys.readouterr().out
+    assert data.corpus_dir() == data.DEFAULT_DIR and len(calls) == 1  # prepared: no lock, no wait
 
 
 KILLED = """
