@@ -345,13 +345,14 @@ def corpus_dir(data_dir="", prepare_default=True):
     if data_dir or not prepare_default or os.path.exists(DEFAULT_DIR + "/meta.json"):
         return data_dir or DEFAULT_DIR
     os.makedirs(os.path.dirname(DEFAULT_DIR), exist_ok=True)
-    with open(DEFAULT_DIR + ".lock", "w") as lock:  # the lock goes when the file closes
-        try:
-            if fcntl:
+    with open(DEFAULT_DIR + ".lock", "w") as lock:
+        if fcntl:  # the lock goes when the file closes
+            try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print("waiting for another process that prepares the default corpus ...", flush=True)
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            except BlockingIOError:
+                print("waiting for another process that prepares the default corpus ...",
+                      flush=True)
+                fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.path.exists(DEFAULT_DIR + "/meta.json"):  # else prepared while this one waited
             print("preparing the default corpus (the standard library's .py files) ...", flush=True)
             prepare(out_dir=DEFAULT_DIR)

@@ -406,6 +406,9 @@ def grid(a):
     # train.py's checks of every run, before any run starts
     cfgs = [train.parse_args(c[3]) for cases in plans.values() for c in cases]
     d = data.corpus_dir(a.data_dir)  # the default corpus prepared on first use
+    # the corpus's meta.json, or a nanoGPT directory's scan (recorded for its runs), checked before
+    # any run; the entropy is absent in older corpora
+    entropy = data.load_meta(d, scan=index.recorded_scan).get("unigram_entropy")
     haves = {label: check_one_pass(cases, d) for label, cases in plans.items()}
     # subtle: each index built here, once: runs at once would race
     for T, metric in sorted({(c.block_size, c.cl_metric) for c in cfgs if c.cl_metric}):
@@ -414,9 +417,6 @@ def grid(a):
     print(f"\nreproduce: seeds {a.seeds}; torch {torch.__version__}, "
           f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, {a.jobs} run(s) at once, one thread "
           "each on a CPU; time s: wall-clock without evaluations")
-    # the corpus's meta.json, or a nanoGPT directory's scan (recorded by its runs); the entropy is
-    # absent in older corpora
-    entropy = data.load_meta(d, scan=index.recorded_scan).get("unigram_entropy")
     for label, res in results.items():
         report(label, specs[label], res, fracs, f"{a.lr:g} (--lr)" if a.lr else
                "from LRS in reproduce.py (--lr=... sets one)", entropy)

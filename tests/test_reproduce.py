@@ -261,6 +261,21 @@ def test_a_grid_whose_baseline_stays_above_the_unigram_entropy_says_so(tiny_corp
     assert capsys.readouterr().out.endswith(note) == above
 
 
+def test_a_nanogpt_directory_without_its_vocabulary_stops_before_any_run(tiny_corpus, tmp_path,
+                                                                         monkeypatch, capsys):
+    """Its corpus is checked before the grid: one line, no run trained, no run directory."""
+    corpus = nanogpt_copy(tiny_corpus, tmp_path / "nanogpt")
+    trained = []
+    monkeypatch.setattr(train, "train", fake_train(trained))
+    with pytest.raises(SystemExit):
+        tiny(corpus, tmp_path / "runs", "--cases=baseline", "--fractions=1", "--seeds=1")
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "meta.json nor meta.pkl; pass its tokenizer's --vocab_size" in err
+    assert trained == []
+    assert not os.path.exists(tmp_path / "runs")
+
+
 # -----------------------------------------------------------------------------
 # training runs on the tiny size
 
